@@ -1,0 +1,41 @@
+# Every target creates .venv (editable install with dev extras) when it is missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+CONFIG ?= experiments/hrnet_dataaug.py:demo
+WORKDIR ?= workdirs/$(basename $(notdir $(firstword $(subst :, ,$(CONFIG)))))_$(lastword $(subst :, ,$(CONFIG)))
+PYTEST_ARGS ?=
+
+.PHONY: venv train test lint format bench notebooks clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+train: $(STAMP)
+	$(BIN)/python -m dig_jax.train --config $(CONFIG) --workdir $(WORKDIR)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: $(STAMP)
+	@for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f --quick || exit 1; done
+
+notebooks: $(STAMP)
+	$(BIN)/python -m dig_jax.notebooks $(NOTEBOOKS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .jax_cache

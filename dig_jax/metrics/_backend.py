@@ -1,0 +1,56 @@
+"""Pick numpy or jax.numpy from the inputs, and the shared input checks of the metrics."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def is_jax(*arrays: Any) -> bool:
+    """True when any argument is a jax Array (tracers included)."""
+    return any(isinstance(a, jax.Array) for a in arrays)
+
+
+def xp_of(*arrays: Any) -> ModuleType:
+    """`jax.numpy` if any argument is a jax Array, else `numpy`."""
+    return jnp if is_jax(*arrays) else np
+
+
+def check_mask(name: str, mask: Any, *, allow_void: bool, void: int = 255) -> None:
+    """Raise ValueError unless `mask` is bool/integer with values in {0, 1} (or `void`)."""
+    dtype = np.dtype(mask.dtype)
+    if dtype != np.bool_ and not np.issubdtype(dtype, np.integer):
+        raise ValueError(f"{name} must be a bool or integer mask, got dtype {dtype}")
+    if mask.ndim < 2:
+        raise ValueError(f"{name} must have shape [..., H, W], got {tuple(mask.shape)}")
+    if is_jax(mask) or dtype == np.bool_:
+        return  # values cannot be inspected under jit; bool is binary by construction
+    allowed = (0, 1, void) if allow_void else (0, 1)
+    bad = ~np.isin(mask, allowed)
+    if bad.any():
+        values = np.unique(np.asarray(mask)[bad])[:5].tolist()
+        kind = "{0, 1, void}" if allow_void else "{0, 1}"
+        raise ValueError(f"{name} must hold values in {kind}, found {values}")
+
+
+def check_same_shape(**arrays: Any) -> None:
+    """Raise ValueError naming the arguments when their shapes differ."""
+    shapes = {name: tuple(a.shape) for name, a in arrays.items()}
+    if len(set(shapes.values())) > 1:
+        listed = ", ".join(f"{n}={s}" for n, s in shapes.items())
+        raise ValueError(f"shape mismatch: {listed}")
+
+
+def check_unit_interval(name: str, value: Any) -> None:
+    """Raise ValueError unless every value is finite and in [0, 1] (numpy inputs only)."""
+    if is_jax(value):
+        return
+    arr = np.asarray(value, dtype=np.float64)
+    if np.isnan(arr).any():
+        raise ValueError(f"{name} contains NaN")
+    if (arr < 0).any() or (arr > 1).any():
+        raise ValueError(f"{name} must lie in [0, 1], got min {arr.min()} max {arr.max()}")

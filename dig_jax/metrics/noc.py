@@ -1,0 +1,58 @@
+"""NoC / NoG (number of clicks or gestures to reach an IoU) and NoF (failures)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from dig_jax.metrics._backend import is_jax, xp_of
+
+DEFAULT_THRESHOLDS = (0.80, 0.85, 0.90)
+MAX_INTERACTIONS = 20
+
+
+def noc(
+    ious: Any,
+    thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
+    max_interactions: int = MAX_INTERACTIONS,
+) -> dict[str, Any]:
+    """Interactions needed to reach each IoU threshold.
+
+    Args:
+      ious: float `[..., T]`, the IoU after interaction 1..T (T <= max_interactions).
+      thresholds: IoU levels t; reaching means IoU >= t (ties count as reached).
+    Returns:
+      `noc`: int32 `[..., len(thresholds)]`, the 1-based index of the first interaction with
+      IoU >= t, else `max_interactions`; `failed`: bool, same shape, True where t was never reached.
+    """
+    xp = xp_of(ious)
+    if ious.ndim < 1 or ious.shape[-1] == 0:
+        raise ValueError(f"ious must have shape [..., T] with T >= 1, got {tuple(ious.shape)}")
+    if ious.shape[-1] > max_interactions:
+        raise ValueError(
+            f"ious has {ious.shape[-1]} interactions, more than max_interactions={max_interactions}"
+        )
+    if not is_jax(ious) and np.isnan(np.asarray(ious, dtype=np.float64)).any():
+        raise ValueError("ious contains NaN")
+    thr = xp.asarray(thresholds, dtype=ious.dtype)
+    reached = ious[..., None, :] >= thr[:, None]  # [..., K, T]
+    failed = ~xp.any(reached, axis=-1)
+    first = xp.argmax(reached, axis=-1) + 1
+    counts = xp.where(failed, max_interactions, first).astype(xp.int32)
+    return {"noc": counts, "failed": failed}
+
+
+def noc_summary(
+    result: dict[str, Any], thresholds: Sequence[float] = DEFAULT_THRESHOLDS
+) -> dict[str, float]:
+    """Mean NoC and failure count (NoF) over instances, keyed like `NoC@85` / `NoF@85`."""
+    counts = np.asarray(result["noc"]).reshape(-1, len(thresholds))
+    failed = np.asarray(result["failed"]).reshape(-1, len(thresholds))
+    out = {}
+    for k, t in enumerate(thresholds):
+        tag = f"{round(100 * t)}"
+        out[f"NoC@{tag}"] = float(counts[:, k].mean()) if counts.size else float("nan")
+        out[f"NoF@{tag}"] = int(failed[:, k].sum())
+    return out
