@@ -1,0 +1,27 @@
+"""Gestures: simulation (numpy/skimage), rasterisation (numpy reference, batched jnp, soft jnp),
+distance maps and the encodings used by adapted baselines. See DESIGN.md for the conventions."""
+
+from dig_jax.gestures.encode import box_outline_points, to_box, to_clicks
+from dig_jax.gestures.raster import distance_map, pad_gestures, rasterize, rasterize_batch
+from dig_jax.gestures.simulate import simulate_creation, simulate_refinement
+from dig_jax.gestures.soft import distance_map_jnp, polyline_distance, soft_rasterize
+from dig_jax.gestures.types import BRUSH_RADIUS, Context, Gesture, GestureKind
+
+__all__ = [
+    "BRUSH_RADIUS",
+    "Context",
+    "Gesture",
+    "GestureKind",
+    "box_outline_points",
+    "distance_map",
+    "distance_map_jnp",
+    "pad_gestures",
+    "polyline_distance",
+    "rasterize",
+    "rasterize_batch",
+    "simulate_creation",
+    "simulate_refinement",
+    "soft_rasterize",
+    "to_box",
+    "to_clicks",
+]

@@ -1,0 +1,226 @@
+"""Gesture simulators (numpy + scipy + scikit-image), following the DIG dataset recipe.
+
+Every simulator takes a region mask (bool or uint8 {0, 1}, [H, W]) and an explicit
+`numpy.random.Generator`; the same seed gives the same points. Points are float32 (x, y) inside the
+image's continuous extent [-0.5, W - 0.5] x [-0.5, H - 0.5] (pixel centres at integers).
+
+- Click: a uniformly random pixel of the region.
+- Scribble: 4-6 control points drawn from the region's pixels; the x coordinates are sorted with
+  probability 0.3 and, independently, the y coordinates with probability 0.6; a cubic B-spline
+  (centripetal parameter) is interpolated through them and sampled about every `SPACING` px.
+- Lassos: N points spread evenly (random phase) along the outer boundary L of the region (holes
+  filled; the longest outline if the region has several pieces), N ~ U{ceil(|L|/512), floor(|L|/8)},
+  at least 3; each point jittered by U(-J, J) per axis (J = 4 loose, 0 tight); a periodic cubic
+  B-spline closes the curve. Loose lassos trace the region dilated by a disc of radius
+  `loose_dilation_radius(area)` = clip(round(0.1 * sqrt(area)), 6, 30) px. Collinear points are
+  redrawn up to 10 times (then kept: a degenerate but valid closed stroke).
+- Rectangle: the tight box with x_min, x_max, y_min, y_max each moved by v * g_i * (extent on that
+  axis), g_i ~ N(0, 1), v ~ U(0.10, 0.15); clipped to the image; redrawn up to 10 times if under
+  1 px wide or high, then the tight box itself.
+
+A refinement gesture is the creation gesture of the targeted error component.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import ndimage
+from scipy.interpolate import CubicSpline, make_interp_spline
+from skimage import measure
+
+from dig_jax.gestures.encode import box_outline_points
+from dig_jax.gestures.types import Context, Gesture, GestureKind
+from dig_jax.metrics import tight_box
+
+SPACING = 2.0  # px between consecutive samples of an interpolated curve
+SCRIBBLE_POINTS = (4, 6)  # inclusive range of control points
+SORT_X_PROB, SORT_Y_PROB = 0.3, 0.6
+LOOSE_JITTER, TIGHT_JITTER = 4.0, 0.0
+RECT_SPREAD = (0.10, 0.15)
+MAX_REDRAWS = 10
+
+
+def as_region(mask: np.ndarray, name: str = "target") -> np.ndarray:
+    """Validate a region mask (bool or {0, 1}, 2-D, non-empty) and return it as bool."""
+    mask = np.asarray(mask)
+    if mask.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D [H, W] mask, got shape {mask.shape}")
+    if mask.dtype != bool:
+        if mask.size and (mask.max() > 1 or mask.min() < 0):
+            raise ValueError(f"{name} must hold only 0 and 1 (or be bool)")
+        mask = mask.astype(bool)
+    if not mask.any():
+        raise ValueError(f"{name} is empty: no pixel to aim a gesture at")
+    return mask
+
+
+def _clip_to_image(points: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    h, w = shape
+    out = np.empty_like(points, dtype=np.float32)
+    out[:, 0] = np.clip(points[:, 0], -0.5, w - 0.5)
+    out[:, 1] = np.clip(points[:, 1], -0.5, h - 0.5)
+    return out
+
+
+def _dedupe(points: np.ndarray, closed: bool) -> np.ndarray:
+    """Drop points equal to their predecessor (and, closed, a last point equal to the first)."""
+    keep = np.ones(len(points), bool)
+    keep[1:] = np.any(points[1:] != points[:-1], axis=1)
+    points = points[keep]
+    if closed and len(points) > 1 and np.array_equal(points[0], points[-1]):
+        points = points[:-1]
+    return points
+
+
+def interpolate_curve(control: np.ndarray, closed: bool) -> np.ndarray:
+    """Interpolating cubic spline through `control` f64[M, 2], sampled about every SPACING px.
+
+    Open: scipy B-spline (not-a-knot), degree M - 1 for fewer than 4 distinct points. Closed:
+    the periodic cubic interpolant (C2 at the joint; same curve as a periodic cubic B-spline).
+    Centripetal parameter (square root of the chord lengths, which curbs overshoot); the control
+    points themselves are among the samples. One distinct point (or two, closed) is returned as is.
+    """
+    control = _dedupe(np.asarray(control, np.float64), closed)
+    m = len(control)
+    if m == 1 or (closed and m < 3):
+        return control
+    nodes = np.concatenate([control, control[:1]]) if closed else control
+    steps = np.sqrt(np.linalg.norm(np.diff(nodes, axis=0), axis=1))  # centripetal
+    t = np.concatenate([[0.0], np.cumsum(steps)])
+    if closed:  # periodic cubic interpolant (scipy's periodic B-spline solver is dense, slow)
+        spline = CubicSpline(t, nodes, bc_type="periodic")
+    else:
+        spline = make_interp_spline(t, nodes, k=min(3, m - 1))
+    coarse = spline(np.linspace(0.0, t[-1], 8 * len(t)))
+    arc = np.linalg.norm(np.diff(coarse, axis=0), axis=1).sum()
+    samples = np.linspace(0.0, t[-1], max(2, int(np.ceil(arc / SPACING)) + 1))
+    params = np.union1d(samples, t)
+    if closed:
+        params = params[params < t[-1]]
+    return spline(params)
+
+
+def click_points(region: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One uniformly random pixel of the region, f32[1, 2] (x, y)."""
+    rows, cols = np.nonzero(region)
+    i = rng.integers(len(rows))
+    return np.array([[cols[i], rows[i]]], np.float32)
+
+
+def scribble_control_points(region: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """4-6 control points f64[K, 2] drawn from the region's pixels, coordinates maybe sorted."""
+    rows, cols = np.nonzero(region)
+    k = int(rng.integers(SCRIBBLE_POINTS[0], SCRIBBLE_POINTS[1] + 1))
+    pick = rng.choice(len(rows), size=k, replace=len(rows) < k)
+    xs, ys = cols[pick].astype(np.float64), rows[pick].astype(np.float64)
+    if rng.random() < SORT_X_PROB:
+        xs = np.sort(xs)
+    if rng.random() < SORT_Y_PROB:
+        ys = np.sort(ys)
+    return np.stack([xs, ys], axis=-1)
+
+
+def loose_dilation_radius(area: int) -> int:
+    """Radius (px) of the disc that dilates a region before a loose lasso traces it."""
+    return int(np.clip(round(0.1 * np.sqrt(area)), 6, 30))
+
+
+def region_outline(region: np.ndarray, dilation: int = 0) -> np.ndarray:
+    """Longest outer outline f64[P, 2] (x, y), closed (first == last), of the (dilated) region.
+
+    Works on a crop around the region; the outline runs half-way between marked and unmarked
+    pixel centres (level 0.5 of scikit-image's `find_contours` on the zero-padded crop).
+    """
+    h, w = region.shape
+    rows, cols = np.nonzero(region)
+    margin = dilation + 1
+    r0, r1 = max(rows.min() - margin, 0), min(rows.max() + margin + 1, h)
+    c0, c1 = max(cols.min() - margin, 0), min(cols.max() + margin + 1, w)
+    crop = ndimage.binary_fill_holes(region[r0:r1, c0:c1])
+    if dilation > 0:
+        crop = ndimage.distance_transform_edt(~crop) <= dilation
+    contours = measure.find_contours(np.pad(crop, 1).astype(np.uint8), 0.5)
+    lengths = [np.linalg.norm(np.diff(c, axis=0), axis=1).sum() for c in contours]
+    contour = contours[int(np.argmax(lengths))]  # (row, col) in padded-crop coordinates
+    return np.stack([contour[:, 1] - 1 + c0, contour[:, 0] - 1 + r0], axis=-1)
+
+
+def _collinear(points: np.ndarray) -> bool:
+    if len(points) < 3:
+        return True
+    centred = points - points.mean(axis=0)
+    return bool(np.linalg.svd(centred, compute_uv=False)[-1] <= 1e-3)
+
+
+def lasso_control_points(
+    region: np.ndarray, jitter: float, rng: np.random.Generator, dilation: int = 0
+) -> np.ndarray:
+    """N >= 3 points f64[N, 2] evenly spread (random phase) along the outline, then jittered."""
+    outline = region_outline(region, dilation)
+    arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(outline, axis=0), axis=1))])
+    perimeter = arc[-1]
+    low = int(np.ceil(perimeter / 512))
+    high = max(low, int(np.floor(perimeter / 8)))
+    n = max(3, int(rng.integers(low, high + 1)))
+    for _ in range(MAX_REDRAWS + 1):
+        s = (rng.random() + np.arange(n)) / n * perimeter
+        pts = np.stack([np.interp(s, arc, outline[:, 0]), np.interp(s, arc, outline[:, 1])], -1)
+        if jitter > 0:
+            pts = pts + rng.uniform(-jitter, jitter, size=pts.shape)
+        pts = _clip_to_image(pts, region.shape).astype(np.float64)
+        if not _collinear(pts):
+            break
+    return pts
+
+
+def rectangle_box(region: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Perturbed tight box f32[4] (x1, y1, x2, y2), clipped to the image, at least 1 px each way."""
+    h, w = region.shape
+    box = tight_box(region.astype(np.uint8)).astype(np.float64)
+    extent = np.array([box[2] - box[0], box[3] - box[1]] * 2)  # (w, h, w, h)
+    for _ in range(MAX_REDRAWS):
+        v = rng.uniform(*RECT_SPREAD)
+        g = rng.standard_normal(4)
+        moved = box + v * g * extent
+        moved = np.clip(moved, 0, [w, h, w, h])
+        if moved[2] - moved[0] >= 1 and moved[3] - moved[1] >= 1:
+            return moved.astype(np.float32)
+    return box.astype(np.float32)
+
+
+def simulate_creation(
+    kind: GestureKind | int, target: np.ndarray, rng: np.random.Generator
+) -> Gesture:
+    """A gesture of `kind` aimed at the region `target` (bool / {0,1} [H, W]); see module doc."""
+    try:
+        kind = GestureKind(int(kind))
+    except ValueError:
+        raise ValueError(f"kind must be a GestureKind code 0-4, got {kind}") from None
+    region = as_region(target, "target")
+    if kind == GestureKind.CLICK:
+        return Gesture(kind, click_points(region, rng), closed=False)
+    if kind == GestureKind.SCRIBBLE:
+        control = scribble_control_points(region, rng)
+        curve = _clip_to_image(interpolate_curve(control, closed=False), region.shape)
+        return Gesture(kind, curve, closed=False)
+    if kind == GestureKind.RECTANGLE:
+        return Gesture(kind, box_outline_points(rectangle_box(region, rng)), closed=True)
+    loose = kind == GestureKind.LOOSE_LASSO
+    dilation = loose_dilation_radius(int(region.sum())) if loose else 0
+    control = lasso_control_points(region, LOOSE_JITTER if loose else TIGHT_JITTER, rng, dilation)
+    curve = _clip_to_image(interpolate_curve(control, closed=True), region.shape)
+    return Gesture(kind, curve, closed=True)
+
+
+def simulate_refinement(
+    kind: GestureKind | int, error: np.ndarray, context: Context | int, rng: np.random.Generator
+) -> Gesture:
+    """A gesture aimed at the error component `error` (ADD: missing pixels, REMOVE: extra ones).
+
+    The points come from the component exactly as `simulate_creation` takes them from a target;
+    the context only says what the component is, it does not change the geometry.
+    """
+    if int(context) not in (Context.ADD, Context.REMOVE):
+        raise ValueError(f"context must be Context.ADD (1) or Context.REMOVE (0), got {context}")
+    region = as_region(error, "error")
+    return simulate_creation(kind, region, rng)

@@ -1,0 +1,181 @@
+"""Rasterisers: known answers, numpy/jnp agreement (hypothesis), padding, distance maps."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dig_jax.gestures import (
+    Gesture,
+    GestureKind,
+    distance_map,
+    pad_gestures,
+    rasterize,
+    rasterize_batch,
+)
+from dig_jax.gestures.raster import _pair_budget, gesture_segments, segment_distance_np
+
+SHAPE = (48, 48)
+N_MAX = 12
+EDGE_TOL = 1e-3
+
+
+def _edge_pixels(gesture: Gesture, shape, radius=5.0) -> np.ndarray:
+    """Pixels whose centre is within EDGE_TOL px of the brush edge (float64 distance)."""
+    a, b = gesture_segments(gesture)
+    yy, xx = np.mgrid[: shape[0], : shape[1]]
+    d = segment_distance_np(xx[..., None], yy[..., None], a, b).min(axis=-1)
+    return np.abs(d - radius) <= EDGE_TOL
+
+
+def _batch(gestures, shape=SHAPE, n_max=N_MAX):
+    return np.asarray(rasterize_batch(*pad_gestures(gestures, n_max), shape))
+
+
+points_st = st.lists(
+    st.tuples(st.floats(-8, 56, width=32), st.floats(-8, 56, width=32)), min_size=1, max_size=N_MAX
+)
+
+
+def _gesture(points, closed: bool, integral: bool) -> Gesture:
+    pts = np.asarray(points, np.float32)
+    if integral:
+        pts = np.round(pts)
+    kind = GestureKind.CLICK if len(pts) == 1 else GestureKind.TIGHT_LASSO
+    return Gesture(kind, pts, closed=closed and len(pts) > 1)
+
+
+def test_click_disc_known_answer():
+    g = Gesture(GestureKind.CLICK, [[10, 10]], closed=False)
+    out = rasterize(g, SHAPE)
+    assert out.dtype == np.uint8 and out.sum() == 81  # lattice points with dx^2 + dy^2 <= 25
+    assert out[10, 15] == 1 and out[10, 16] == 0 and out[13, 14] == 1 and out[14, 14] == 0
+    np.testing.assert_array_equal(_batch([g])[0], out)
+
+
+def test_segment_known_answer():
+    g = Gesture(GestureKind.SCRIBBLE, [[10, 10], [20, 10]], closed=False)
+    out = rasterize(g, SHAPE)
+    assert out.sum() == 46 + 46 + 9 * 11  # two half discs + 9 full columns
+    np.testing.assert_array_equal(_batch([g])[0], out)
+
+
+def test_closed_adds_the_closing_segment():
+    pts = [[10, 10], [30, 10], [30, 30]]
+    open_map = rasterize(Gesture(GestureKind.SCRIBBLE, pts, closed=False), SHAPE)
+    closed_map = rasterize(Gesture(GestureKind.TIGHT_LASSO, pts, closed=True), SHAPE)
+    assert open_map[20, 20] == 0 and closed_map[20, 20] == 1
+    assert np.all(closed_map >= open_map)
+
+
+def test_click_kind_uses_first_point_only():
+    pts = np.array([[10, 10], [40, 40], [5, 40]], np.float32)
+    batch = rasterize_batch(pts[None], np.array([3]), np.array([0]), np.array([False]), SHAPE)
+    expected = rasterize(Gesture(GestureKind.CLICK, pts[:1], closed=False), SHAPE)
+    np.testing.assert_array_equal(np.asarray(batch)[0], expected)
+
+
+def test_padding_beyond_length_is_ignored():
+    g = Gesture(GestureKind.SCRIBBLE, [[5, 5], [20, 8]], closed=False)
+    points, lengths, kinds, closed = pad_gestures([g], N_MAX)
+    points[0, 2:] = [[40, 40]] * (N_MAX - 2)  # garbage padding must not be drawn
+    out = np.asarray(rasterize_batch(points, lengths, kinds, closed, SHAPE))[0]
+    np.testing.assert_array_equal(out, rasterize(g, SHAPE))
+
+
+def test_pad_gestures_layout_and_errors():
+    gs = [
+        Gesture(GestureKind.CLICK, [[1, 2]], closed=False),
+        Gesture(GestureKind.RECTANGLE, [[0, 0], [5, 0], [5, 5], [0, 5]], closed=True),
+    ]
+    points, lengths, kinds, closed = pad_gestures(gs)
+    assert points.shape == (2, 4, 2) and points.dtype == np.float32
+    assert (
+        lengths.tolist() == [1, 4] and kinds.tolist() == [0, 4] and closed.tolist() == [False, True]
+    )
+    with pytest.raises(ValueError, match="n_max"):
+        pad_gestures(gs, n_max=2)
+    with pytest.raises(ValueError, match="gestures"):
+        pad_gestures([])
+
+
+def test_sparse_and_dense_paths_agree_with_reference():
+    # Few short segments fit the sparse budget; a full-height zigzag overflows it (dense path).
+    short = Gesture(GestureKind.SCRIBBLE, [[5, 5], [9, 7], [12, 12]], closed=False)
+    zigzag_pts = [[4 * i, -5 if i % 2 else 53] for i in range(N_MAX)]
+    zigzag = Gesture(GestureKind.SCRIBBLE, zigzag_pts, closed=False)
+    assert 11 * 58 > _pair_budget(N_MAX, SHAPE, 5.0)
+    out = _batch([short, zigzag])
+    np.testing.assert_array_equal(out[0], rasterize(short, SHAPE))
+    np.testing.assert_array_equal(out[1], rasterize(zigzag, SHAPE))
+    np.testing.assert_array_equal(_batch([short])[0], rasterize(short, SHAPE))
+
+
+@given(points_st, st.booleans(), st.booleans())
+def test_reference_and_batch_agree(points, closed, integral):
+    g = _gesture(points, closed, integral)
+    ref = rasterize(g, SHAPE)
+    out = _batch([g])[0]
+    differ = ref != out
+    assert not np.any(differ & ~_edge_pixels(g, SHAPE))
+
+
+@given(st.lists(st.tuples(points_st, st.booleans()), min_size=2, max_size=4))
+def test_batch_matches_each_gesture(items):
+    gestures = [_gesture(p, c, False) for p, c in items]
+    out = _batch(gestures + [gestures[0]] * (4 - len(gestures)))  # fixed batch of 4
+    for g, m in zip(gestures, out, strict=False):
+        assert not np.any((m != rasterize(g, SHAPE)) & ~_edge_pixels(g, SHAPE))
+
+
+def test_rasterize_batch_under_user_jit_and_radius():
+    g = Gesture(GestureKind.SCRIBBLE, [[10, 10], [30, 20]], closed=False)
+    args = pad_gestures([g], N_MAX)
+    fn = jax.jit(functools.partial(rasterize_batch, shape=SHAPE, radius=3))
+    np.testing.assert_array_equal(np.asarray(fn(*args))[0], rasterize(g, SHAPE, radius=3))
+
+
+def test_bad_shape_and_radius():
+    g = Gesture(GestureKind.CLICK, [[1, 1]], closed=False)
+    with pytest.raises(ValueError, match="shape"):
+        rasterize(g, (0, 5))
+    with pytest.raises(ValueError, match="radius"):
+        rasterize(g, SHAPE, radius=-1)
+    with pytest.raises(ValueError, match="NaN"):
+        Gesture(GestureKind.SCRIBBLE, [[1, np.nan], [2, 2]], closed=False)
+
+
+def test_points_outside_image_are_clipped_not_wrapped():
+    g = Gesture(GestureKind.CLICK, [[-3, 24]], closed=False)
+    out = rasterize(g, SHAPE)
+    assert out[:, -5:].sum() == 0 and out[24, :3].all()
+    np.testing.assert_array_equal(_batch([g])[0], out)
+
+
+def test_distance_map_known_answers():
+    m = np.zeros((5, 7), np.uint8)
+    m[2, 3] = 1
+    d = distance_map(m) * 255
+    assert d.dtype == np.float32 and d[2, 3] == 0
+    np.testing.assert_allclose(d[0, 0], np.hypot(2, 3), rtol=1e-6)
+    np.testing.assert_allclose(d[2, 6], 3.0, rtol=1e-6)
+    far = np.zeros((1, 300), np.uint8)
+    far[0, 0] = 1
+    df = distance_map(far)
+    assert df[0, 200] == pytest.approx(200 / 255) and df[0, 299] == 1.0  # truncated at 255
+    np.testing.assert_array_equal(distance_map(np.zeros((4, 4), np.uint8)), np.ones((4, 4)))
+    with pytest.raises(ValueError, match="gesture_map"):
+        distance_map(np.zeros(4))
+
+
+def test_non_finite_points_in_a_batch_are_not_drawn():
+    points = np.array([[[10, 10], [np.nan, 5], [30, 30], [30, 40]]], np.float32)
+    out = rasterize_batch(points, np.array([4]), np.array([1]), np.array([False]), SHAPE)
+    # Both segments touching the NaN point are dropped (so (10, 10) is not drawn either).
+    expected = rasterize(Gesture(GestureKind.SCRIBBLE, [[30, 30], [30, 40]], False), SHAPE)
+    np.testing.assert_array_equal(np.asarray(out)[0], expected)

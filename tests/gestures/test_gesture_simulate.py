@@ -1,0 +1,249 @@
+"""Gesture simulators: statistics on real masks, determinism, bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from skimage import io, measure
+
+from dig_jax.gestures import (
+    Context,
+    GestureKind,
+    rasterize,
+    simulate_creation,
+    simulate_refinement,
+    to_box,
+)
+from dig_jax.gestures.simulate import (
+    RECT_SPREAD,
+    interpolate_curve,
+    loose_dilation_radius,
+    rectangle_box,
+    scribble_control_points,
+)
+from dig_jax.metrics import tight_box
+
+
+@pytest.fixture(scope="module")
+def grabcut_masks(shared_data: Path) -> list[np.ndarray]:
+    """Object masks {0,1} of the GrabCut photos (128 = unsure counts as background)."""
+    paths = sorted((shared_data / "grabcut" / "masks").glob("*.bmp"))
+    if not paths:
+        pytest.skip("no GrabCut masks in the shared data")
+    masks = []
+    for p in paths:
+        m = io.imread(p)
+        masks.append(((m[..., 0] if m.ndim == 3 else m) == 255).astype(np.uint8))
+    return masks
+
+
+def _inside_extent(points: np.ndarray, shape) -> bool:
+    h, w = shape
+    return bool(
+        np.all(points[:, 0] >= -0.5)
+        and np.all(points[:, 0] <= w - 0.5)
+        and np.all(points[:, 1] >= -0.5)
+        and np.all(points[:, 1] <= h - 0.5)
+    )
+
+
+def _fill(points: np.ndarray, shape) -> np.ndarray:
+    """Pixels whose centre lies inside the closed polygon (even-odd rule, scanline crossings;
+    much faster than skimage's polygon2mask for curves with hundreds of vertices)."""
+    p = points.astype(np.float64)
+    q = np.roll(p, -1, axis=0)
+    ys = np.arange(shape[0], dtype=np.float64)[:, None]
+    crosses = (p[:, 1] <= ys) != (q[:, 1] <= ys)  # [H, N], half-open rule
+    dy = np.where(q[:, 1] == p[:, 1], 1.0, q[:, 1] - p[:, 1])
+    xc = p[:, 0] + (ys - p[:, 1]) / dy * (q[:, 0] - p[:, 0])
+    cols = np.arange(shape[1])
+    out = np.zeros(shape, bool)
+    for row in np.flatnonzero(crosses.any(axis=1)):
+        xs = np.sort(xc[row][crosses[row]])
+        out[row] = np.searchsorted(xs, cols, side="left") % 2 == 1
+    return out
+
+
+def _iou(a, b) -> float:
+    a, b = a.astype(bool), b.astype(bool)
+    return float((a & b).sum() / (a | b).sum())
+
+
+def test_clicks_fall_inside_the_target(grabcut_masks):
+    rng = np.random.default_rng(0)
+    for mask in grabcut_masks:
+        for _ in range(10):
+            g = simulate_creation(GestureKind.CLICK, mask, rng)
+            x, y = g.points[0]
+            assert g.points.shape == (1, 2) and not g.closed
+            assert x == int(x) and y == int(y) and mask[int(y), int(x)] == 1
+
+
+def test_click_positions_are_uniform_over_the_target():
+    mask = np.zeros((20, 20), np.uint8)
+    mask[5:9, 5:10] = 1  # 20 pixels
+    rng = np.random.default_rng(1)
+    counts = np.zeros_like(mask, dtype=int)
+    for _ in range(2000):
+        x, y = simulate_creation(GestureKind.CLICK, mask, rng).points[0].astype(int)
+        counts[y, x] += 1
+    assert counts[mask == 0].sum() == 0
+    assert counts[mask == 1].min() > 60 and counts[mask == 1].max() < 145  # mean 100
+
+
+def test_scribbles_have_four_to_six_control_points_on_the_curve(grabcut_masks):
+    rng = np.random.default_rng(2)
+    sizes = set()
+    for mask in grabcut_masks[:25]:
+        control = scribble_control_points(mask.astype(bool), rng)
+        sizes.add(len(control))
+        assert 4 <= len(control) <= 6
+        # Coordinates come from target pixels (sorting may re-pair them outside the target).
+        assert np.all(mask[:, control[:, 0].astype(int)].any(axis=0))
+        assert np.all(mask[control[:, 1].astype(int), :].any(axis=1))
+        curve = interpolate_curve(control, closed=False)
+        for p in control:  # the spline interpolates its control points
+            assert np.min(np.linalg.norm(curve - p, axis=1)) < 1e-6
+        g = simulate_creation(GestureKind.SCRIBBLE, mask, rng)
+        assert not g.closed and len(g.points) >= 2 and _inside_extent(g.points, mask.shape)
+        assert np.max(np.linalg.norm(np.diff(g.points, axis=0), axis=1)) < 10
+    assert sizes == {4, 5, 6}
+
+
+def test_scribble_sorting_probabilities():
+    mask = np.ones((400, 400), np.uint8)
+    rng = np.random.default_rng(12)
+    draws = [scribble_control_points(mask.astype(bool), rng) for _ in range(800)]
+    x_sorted = np.mean([np.all(np.diff(c[:, 0]) >= 0) for c in draws])
+    y_sorted = np.mean([np.all(np.diff(c[:, 1]) >= 0) for c in draws])
+    chance = np.mean([1 / 24, 1 / 120, 1 / 720])  # an unsorted draw happens to be sorted
+    assert abs(x_sorted - (0.3 + 0.7 * chance)) < 0.06
+    assert abs(y_sorted - (0.6 + 0.4 * chance)) < 0.06
+
+
+def test_tight_lassos_trace_convex_targets(grabcut_masks):
+    # N can be as low as 3 points (ceil(|L| / 512)), so single draws may cut corners: the
+    # property is statistical. Mean IoU per target >= 0.9, and >= 90% of all draws >= 0.8.
+    convex = [m for m in grabcut_masks if measure.regionprops(m)[0].solidity >= 0.9]
+    assert len(convex) >= 5
+    rng = np.random.default_rng(3)
+    all_ious = []
+    for mask in convex:
+        ious = []
+        for _ in range(6):
+            g = simulate_creation(GestureKind.TIGHT_LASSO, mask, rng)
+            assert g.closed and _inside_extent(g.points, mask.shape)
+            ious.append(_iou(_fill(g.points, mask.shape), mask))
+        assert np.mean(ious) >= 0.9
+        all_ious += ious
+    assert np.mean(np.array(all_ious) >= 0.8) >= 0.9
+
+
+def test_loose_lassos_enclose_more_than_tight(grabcut_masks):
+    rng = np.random.default_rng(4)
+    loose_cover, tight_cover = [], []
+    for mask in grabcut_masks[:20]:
+        loose = _fill(simulate_creation(GestureKind.LOOSE_LASSO, mask, rng).points, mask.shape)
+        tight = _fill(simulate_creation(GestureKind.TIGHT_LASSO, mask, rng).points, mask.shape)
+        assert loose.sum() > tight.sum()
+        loose_cover.append((loose & mask.astype(bool)).sum() / mask.sum())
+        tight_cover.append((tight & mask.astype(bool)).sum() / mask.sum())
+    assert np.mean(loose_cover) >= 0.95 and np.mean(loose_cover) > np.mean(tight_cover)
+
+
+def test_lasso_point_count_range():
+    mask = np.zeros((200, 200), np.uint8)
+    mask[50:150, 50:150] = 1  # perimeter ~ 400 px: N in {3, ..., 50}
+    rng = np.random.default_rng(5)
+    from dig_jax.gestures.simulate import lasso_control_points
+
+    counts = {len(lasso_control_points(mask.astype(bool), 0.0, rng)) for _ in range(200)}
+    assert min(counts) == 3 and max(counts) <= 50 and max(counts) >= 40
+
+
+def test_rectangle_offsets_have_the_stated_spread(grabcut_masks):
+    mask = np.pad(grabcut_masks[0][::4, ::4], 150)  # room on every side: no clipping
+    box = tight_box(mask)
+    extent = np.array([box[2] - box[0], box[3] - box[1]] * 2)
+    rng = np.random.default_rng(6)
+    offsets = np.array([(rectangle_box(mask, rng) - box) / extent for _ in range(500)])
+    v2 = (RECT_SPREAD[1] ** 3 - RECT_SPREAD[0] ** 3) / (3 * (RECT_SPREAD[1] - RECT_SPREAD[0]))
+    assert abs(offsets.std() - np.sqrt(v2)) < 0.01  # v * g, v ~ U(.10, .15), g ~ N(0, 1)
+    assert np.all(np.abs(offsets.mean(axis=0)) < 0.02)
+    assert abs(np.corrcoef(offsets[:, 0], offsets[:, 2])[0, 1]) < 0.15  # sides move independently
+    g = simulate_creation(GestureKind.RECTANGLE, mask, rng)
+    assert g.closed and len(g.points) == 4
+    x1, y1, x2, y2 = to_box(g)
+    assert x2 - x1 >= 1 and y2 - y1 >= 1
+
+
+def test_rectangle_is_clipped_and_non_degenerate():
+    mask = np.ones((30, 40), np.uint8)  # the whole image
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        g = simulate_creation(GestureKind.RECTANGLE, mask, rng)
+        x1, y1, x2, y2 = to_box(g)
+        assert 0 <= x1 < x2 <= 40 and 0 <= y1 < y2 <= 30 and x2 - x1 >= 1 and y2 - y1 >= 1
+
+
+@pytest.mark.parametrize("kind", list(GestureKind))
+def test_same_seed_same_bytes(kind):
+    mask = np.zeros((64, 64), np.uint8)
+    mask[10:40, 20:50] = 1
+    mask[30:50, 5:25] = 1
+    a = simulate_creation(kind, mask, np.random.default_rng(11))
+    b = simulate_creation(kind, mask, np.random.default_rng(11))
+    c = simulate_refinement(kind, mask, Context.ADD, np.random.default_rng(11))
+    assert a.points.tobytes() == b.points.tobytes() == c.points.tobytes()
+    assert rasterize(a, mask.shape).tobytes() == rasterize(b, mask.shape).tobytes()
+
+
+@pytest.mark.parametrize("kind", list(GestureKind))
+def test_one_pixel_and_border_targets_give_valid_gestures(kind):
+    rng = np.random.default_rng(8)
+    one = np.zeros((32, 32), np.uint8)
+    one[16, 16] = 1
+    corner = np.zeros((32, 32), np.uint8)
+    corner[:6, :4] = 1  # touches two image borders
+    for mask in (one, corner):
+        g = simulate_creation(kind, mask, rng)
+        assert np.all(np.isfinite(g.points)) and _inside_extent(g.points, mask.shape)
+        marks = rasterize(g, mask.shape)
+        assert marks.any()
+        if kind != GestureKind.LOOSE_LASSO:
+            assert (marks & mask).any() or kind == GestureKind.RECTANGLE
+
+
+def test_refinement_aims_at_the_error_component():
+    error = np.zeros((48, 48), np.uint8)
+    error[30:40, 5:15] = 1
+    rng = np.random.default_rng(9)
+    for context in Context:
+        g = simulate_refinement(GestureKind.CLICK, error, context, rng)
+        x, y = g.points[0].astype(int)
+        assert error[y, x] == 1
+
+
+def test_bad_input_raises_clear_errors():
+    rng = np.random.default_rng(10)
+    empty = np.zeros((16, 16), np.uint8)
+    with pytest.raises(ValueError, match="target is empty"):
+        simulate_creation(GestureKind.CLICK, empty, rng)
+    with pytest.raises(ValueError, match="error is empty"):
+        simulate_refinement(GestureKind.SCRIBBLE, empty, Context.ADD, rng)
+    ok = np.ones((16, 16), np.uint8)
+    with pytest.raises(ValueError, match="target must hold only 0 and 1"):
+        simulate_creation(GestureKind.CLICK, ok * 255, rng)
+    with pytest.raises(ValueError, match="2-D"):
+        simulate_creation(GestureKind.CLICK, ok[None], rng)
+    with pytest.raises(ValueError, match="kind"):
+        simulate_creation(7, ok, rng)
+    with pytest.raises(ValueError, match="context"):
+        simulate_refinement(GestureKind.CLICK, ok, 3, rng)
+
+
+def test_loose_dilation_radius_documented_range():
+    assert loose_dilation_radius(1) == 6 and loose_dilation_radius(10_000) == 10
+    assert loose_dilation_radius(10**7) == 30
