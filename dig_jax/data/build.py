@@ -1,0 +1,231 @@
+"""Precompute a static DIG-style dataset: `python -m dig_jax.data.build --source SPEC --out DIR`.
+
+For every region: creation samples for every part x gesture kind (each with a multi-region
+variant, same gesture, when another disjoint region exists: that region is the correct previous
+mask and joins the GT), and one synthetic prior whose every correction x kind is a refinement
+sample. Writes `DIR/dig.json` (DIG release format, masks as COCO RLE),
+`DIR/images/` (original bytes, or PNG when resized / procedural) and `DIR/summary.json`, and
+prints a summary like Table 4 of DIG; `--tfds-dir D` also packs the samples as ArrayRecord
+files of the TFDS builder `dig_jax.data.tfds_builder.DigSamples`. Bad items are reported with
+their file name, skipped and counted. Read the result back with
+`dig_jax.data.sources.dig_json(DIR/dig.json, DIR/images)` or the source spec
+"dig_json:DIR/dig.json:DIR/images".
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+from tqdm import tqdm
+
+from dig_jax.data.pipeline import resolve_source
+from dig_jax.data.priors import PriorUnreachableError, find_corrections, synthesize_prior
+from dig_jax.data.regions import disjoint_regions, extract_regions
+from dig_jax.data.samples import creation_sample, refinement_sample
+from dig_jax.data.sources.benchmark_folder import scan_benchmark_folder
+from dig_jax.data.sources.dig_json import DigRowWriter, write_dig_json
+from dig_jax.data.sources.record import LoadedRecord, Record, resize_loaded
+from dig_jax.gestures.types import Context, GestureKind
+from dig_jax.paths import data_root
+
+KIND_NAMES = [k.name.lower() for k in GestureKind]
+
+
+def _records_and_problems(spec: str, size: tuple[int, int]) -> tuple[list, list[str]]:
+    kind, _, rest = spec.partition(":")
+    if kind in ("grabcut", "berkeley", "coco_mval"):
+        return scan_benchmark_folder(data_root() / kind)
+    if kind == "folder":
+        return scan_benchmark_folder(Path(rest))
+    return resolve_source(spec, image_size=size), []
+
+
+def _write_image(
+    record: Record, loaded: LoadedRecord, resized: bool, out: Path, img_id: str
+) -> str:
+    src = record.image
+    if isinstance(src, (str, Path)) and not resized:
+        name = f"{img_id}{Path(src).suffix}"
+        shutil.copyfile(src, out / name)
+    else:
+        name = f"{img_id}.png"
+        cv2.imwrite(str(out / name), loaded.image[..., ::-1])
+    return name
+
+
+def build_record(
+    loaded: LoadedRecord,
+    rng: np.random.Generator,
+    writer: DigRowWriter,
+    stats: collections.Counter,
+    *,
+    kinds: tuple[int, ...],
+    refinement: bool = True,
+    multi: bool = True,
+) -> None:
+    """Append every sample of one loaded record to `writer`, counting them in `stats`."""
+    regions = extract_regions(loaded.instances, loaded.instance_ids)
+    stats["regions"] += len(regions)
+    stats["parts"] += sum(r.num_parts for r in regions if r.num_parts > 1)
+    image, void, image_id = loaded.image, loaded.void, loaded.image_id
+    for region in regions:
+        prior = corrections = None
+        if refinement:
+            try:
+                prior = synthesize_prior(image, region.mask, rng, void=void)
+                corrections = find_corrections(prior, region.mask, void)
+            except PriorUnreachableError:
+                stats["prior unreachable"] += 1
+        writer.set_object(region.instance_id, region.mask, prior if corrections else None)
+        others = disjoint_regions([r for r in regions if r is not region], region.mask)
+        for part in range(region.num_parts):
+            for kind in kinds:
+                s = creation_sample(image, region, part, kind, rng, void=void, image_id=image_id)
+                mul = None
+                if multi and others:
+                    other = others[int(rng.integers(len(others)))]
+                    mul = dict(obj_id=other.instance_id, gesture=kind, annotation=s["gesture"],
+                               gt=region.mask | other.mask, prior=other.mask)  # fmt: skip
+                    stats["multi-region"] += 1
+                writer.add_sample(obj_id=region.instance_id, target=s["target"],
+                                  annotation=s["gesture"], gesture=kind, mode=Context.ADD,
+                                  has_prior=False, multi=mul)  # fmt: skip
+                stats["creation"] += 1
+                stats[KIND_NAMES[kind]] += 1
+        for corr_id, corr in enumerate(corrections or []):
+            for kind in kinds:
+                s = refinement_sample(image, region, prior, corr, kind, rng, void=void,
+                                      image_id=image_id)  # fmt: skip
+                writer.add_sample(obj_id=region.instance_id, target=s["target"],
+                                  annotation=s["gesture"], gesture=kind, mode=corr.context,
+                                  has_prior=True, corr_id=corr_id)  # fmt: skip
+                stats["refinement"] += 1
+                stats["additions" if corr.context == Context.ADD else "subtractions"] += 1
+                stats[KIND_NAMES[kind]] += 1
+
+
+def format_summary(table: dict[str, collections.Counter]) -> str:
+    """A Table-4-like text table: one row per source plus the total."""
+    cols = ["images", "regions", "parts", "creation", "refinement", "multi-region",
+            *KIND_NAMES, "additions", "subtractions", "prior unreachable", "bad items"]  # fmt: skip
+    total = collections.Counter()
+    for c in table.values():
+        total.update(c)
+    rows = [(name, c) for name, c in table.items()] + [("total", total)]
+    width = max(len(n) for n, _ in rows) + 2
+    lines = ["source".ljust(width) + " ".join(f"{c:>12}" for c in cols)]
+    for name, c in rows:
+        lines.append(name.ljust(width) + " ".join(f"{c.get(k, 0):>12}" for k in cols))
+    return "\n".join(lines)
+
+
+def build(
+    sources: list[str],
+    out: str | Path,
+    *,
+    image_size: int | None = None,
+    seed: int = 0,
+    limit: int | None = None,
+    kinds: tuple[int, ...] = tuple(range(5)),
+    refinement: bool = True,
+    multi: bool = True,
+    progress: bool = True,
+) -> dict[str, collections.Counter]:
+    """Build the dataset into `out`; returns the per-source counters (also in summary.json)."""
+    out = Path(out)
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    size = (image_size, image_size) if image_size else (256, 256)
+    rows, table = [], {}
+    for source_index, spec in enumerate(sources):
+        stats = table.setdefault(spec, collections.Counter())
+        records, problems = _records_and_problems(spec, size)
+        for problem in problems:
+            print(f"bad item: {problem}", file=sys.stderr)
+        stats["bad items"] += len(problems)
+        records = records[:limit] if limit else records
+        for i, record in enumerate(tqdm(records, desc=spec, disable=not progress)):
+            if not isinstance(record, Record):
+                raise ValueError(f"sources: {spec} holds prebuilt samples, not records")
+            try:
+                loaded = record.load()
+            except ValueError as err:
+                print(f"bad item: {err}", file=sys.stderr)
+                stats["bad items"] += 1
+                continue
+            resized = image_size is not None and loaded.shape != size
+            if resized:
+                loaded = resize_loaded(loaded, size)
+            img_id = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{record.source}-{record.image_id}")
+            writer = DigRowWriter(img_id, loaded.shape)
+            rng = np.random.default_rng([seed, source_index, i])
+            counts = collections.Counter()
+            try:
+                build_record(loaded, rng, writer, counts, kinds=kinds, refinement=refinement,
+                             multi=multi)  # fmt: skip
+            except ValueError as err:  # e.g. a mask no gesture can be simulated on
+                print(f"bad item: {record.describe}: {err}", file=sys.stderr)
+                stats["bad items"] += 1
+                continue
+            file_name = _write_image(record, loaded, resized, out / "images", img_id)
+            writer.row["file_name"] = file_name
+            stats.update(counts)
+            stats["images"] += 1
+            rows.append(writer.row)
+    write_dig_json(out / "dig.json", rows)
+    (out / "summary.json").write_text(json.dumps({k: dict(v) for k, v in table.items()}, indent=1))
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--source",
+        action="append",
+        required=True,
+        help="source spec, repeatable (see dig_jax.data.pipeline.resolve_source)",
+    )
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument(
+        "--image-size",
+        type=int,
+        default=None,
+        help="resize to a square (px); procedural scenes are rendered at it (default 256)",
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--limit", type=int, default=None, help="at most this many records per source"
+    )
+    parser.add_argument("--kinds", default="0,1,2,3,4", help="gesture kinds, comma separated")
+    parser.add_argument("--no-refinement", action="store_true")
+    parser.add_argument("--no-multi", action="store_true")
+    parser.add_argument(
+        "--tfds-dir",
+        default=None,
+        help="also pack the samples as a TFDS array_record dataset (dig_samples) under this folder",
+    )
+    args = parser.parse_args(argv)
+    kinds = tuple(int(k) for k in args.kinds.split(","))
+    if any(k not in range(5) for k in kinds):
+        parser.error(f"--kinds: codes must be in 0..4, got {args.kinds}")
+    table = build(args.source, args.out, image_size=args.image_size, seed=args.seed,
+                  limit=args.limit, kinds=kinds, refinement=not args.no_refinement,
+                  multi=not args.no_multi)  # fmt: skip
+    print(format_summary(table))
+    if args.tfds_dir:
+        from dig_jax.data.tfds_builder import DigSamples  # imports tensorflow_datasets
+
+        DigSamples(build_dir=args.out, data_dir=args.tfds_dir).download_and_prepare()
+        print(f"TFDS dataset dig_samples written under {args.tfds_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+"""The on-the-fly input pipeline (grain): records -> samples -> resize -> dataAug -> batches.
+
+    ds = make_dataset(dict(sources=["procedural:2000"], image_size=256, batch_size=8), "train")
+    it = iter(ds); batch = next(it); state = it.get_state()  # checkpointable position
+
+Order of operations per element (a `Record`, or a static `DigEntry` / `TfdsEntry`):
+1. load the image and masks; resize them to `image_size` (image cv2.INTER_LINEAR, masks and
+   void nearest, so 255/void stays exact);
+2. draw a sample *at that size* — regions/parts (>= 300 px), with probability `prior_prob` a
+   refinement of a synthetic prior, gesture simulated and rasterised at the target size, so
+   the 5 px brush and the distance map are exact; static DIG entries are resized instead
+   (gesture map nearest) and their distance map is recomputed after resizing;
+3. with probability `multi_region_prob` another disjoint region joins the previous mask and GT
+   (records only: static samples are used as built, multi-region variants included);
+4. batch (a leading axis on every field).
+Records that fail to load are logged and skipped; records without a usable region yield nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import cv2
+import grain
+import numpy as np
+
+from dig_jax.data.samples import ALL_KINDS, Sample, distance_uint8, random_sample
+from dig_jax.data.sources.benchmark_folder import benchmark_folder
+from dig_jax.data.sources.bsds_regions import bsds_regions
+from dig_jax.data.sources.coco_json import coco_json
+from dig_jax.data.sources.dig_json import DigEntry, dig_json
+from dig_jax.data.sources.procedural import procedural
+from dig_jax.data.sources.record import Record, resize_loaded
+from dig_jax.paths import data_root
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineConfig:
+    """Arguments of `make_dataset`.
+
+    sources: list of source specs (see `resolve_source`) or lists of Record / DigEntry objects.
+    image_size: output side in px (int) or (H, W).
+    batch_size: samples per batch.
+    prior_prob: probability that a sample refines a previous segmentation.
+    multi_region_prob: probability of the dataAug multi-region augmentation.
+    seed: seeds the shuffle and every per-sample random draw.
+    worker_count: grain worker processes (0 = in the calling process).
+    read_threads: threads per process that make samples ahead (0 = on demand); the
+      look-ahead buffer holds 2 * batch_size samples.
+    shard: (index, count) of this host; None = (jax.process_index(), jax.process_count()).
+    num_epochs: passes over the data (None = forever; eval splits use 1).
+    kinds: gesture kinds to draw from (codes 0..4).
+    """
+
+    sources: tuple = ("procedural",)
+    image_size: int | tuple[int, int] = 256
+    batch_size: int = 8
+    prior_prob: float = 0.5
+    multi_region_prob: float = 0.0
+    seed: int = 0
+    worker_count: int = 0
+    read_threads: int = 0
+    shard: tuple[int, int] | None = None
+    num_epochs: int | None = None
+    kinds: tuple[int, ...] = tuple(int(k) for k in ALL_KINDS)
+
+    def __post_init__(self) -> None:
+        for name in ("prior_prob", "multi_region_prob"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name}: must be in [0, 1], got {getattr(self, name)}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size: must be >= 1, got {self.batch_size}")
+        if self.worker_count < 0:
+            raise ValueError(f"worker_count: must be >= 0, got {self.worker_count}")
+        if self.read_threads < 0:
+            raise ValueError(f"read_threads: must be >= 0, got {self.read_threads}")
+        if min(self.size) < 16:
+            raise ValueError(f"image_size: must be >= 16 px, got {self.image_size}")
+        if not self.kinds or any(int(k) not in range(5) for k in self.kinds):
+            raise ValueError(f"kinds: must be a non-empty subset of 0..4, got {self.kinds}")
+
+    @property
+    def size(self) -> tuple[int, int]:
+        s = self.image_size
+        return (int(s), int(s)) if isinstance(s, (int, np.integer)) else (int(s[0]), int(s[1]))
+
+
+def resolve_source(spec: str, *, image_size: tuple[int, int] = (256, 256)) -> list:
+    """Records (or DigEntries) named by a spec string.
+
+    "procedural[:N[:SEED]]" (default N=1000, SEED=0, rendered at `image_size`);
+    "grabcut" | "berkeley" | "coco_mval" (folders under `dig_jax.paths.data_root()`);
+    "bsds500_regions[/train|/val]"; "folder:PATH" (a benchmark-style folder);
+    "bsds:PATH"; "coco_json:ANNOTATIONS.json:IMAGE_DIR"; "dig_json:FILE.json:IMAGE_DIR";
+    "tfds:DATA_DIR" (a prepared `dig_jax.data.tfds_builder.DigSamples`, split train).
+    """
+    kind, _, rest = spec.partition(":")
+    if kind == "procedural":
+        parts = [int(p) for p in rest.split(":") if p] if rest else []
+        n, seed = (parts + [1000, 0][len(parts) :])[:2]
+        return procedural(seed, n, size=image_size)
+    if kind in ("grabcut", "berkeley", "coco_mval"):
+        return benchmark_folder(data_root() / kind)
+    if kind.startswith("bsds500_regions"):
+        split = kind.partition("/")[2]
+        root = data_root() / "bsds500_regions"
+        return bsds_regions(root / split) if split else bsds_regions(root)
+    if kind == "folder":
+        return benchmark_folder(Path(rest))
+    if kind == "bsds":
+        return bsds_regions(Path(rest))
+    if kind == "tfds":
+        from dig_jax.data.tfds_builder import tfds_entries  # imports tensorflow_datasets
+
+        return tfds_entries(rest)
+    if kind in ("coco_json", "dig_json"):
+        path, sep, image_dir = rest.rpartition(":")
+        if not sep or not path:
+            raise ValueError(f"sources: {spec!r} must be {kind}:FILE.json:IMAGE_DIR")
+        return coco_json(path, image_dir) if kind == "coco_json" else dig_json(path, image_dir)
+    raise ValueError(f"sources: unknown source spec {spec!r}")
+
+
+def resize_sample(sample: Sample, size: tuple[int, int]) -> Sample:
+    """Resize a sample: image bilinear, masks and gesture nearest, distance recomputed."""
+    h, w = size
+    if sample["image"].shape[:2] == (h, w):
+        return sample
+    out = dict(sample)
+    out["image"] = cv2.resize(sample["image"], (w, h), interpolation=cv2.INTER_LINEAR)
+    for key in ("gesture", "prev_mask", "target", "region"):
+        out[key] = cv2.resize(sample[key], (w, h), interpolation=cv2.INTER_NEAREST)
+    out["distance"] = distance_uint8(out["gesture"])
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleTransform:
+    """grain random-map transform: a Record, or a prebuilt sample (DigEntry, TfdsEntry:
+    anything with `.load() -> Sample`) + rng -> Sample (or None to skip)."""
+
+    size: tuple[int, int]
+    prior_prob: float
+    multi_region_prob: float
+    kinds: tuple[int, ...]
+
+    def __call__(self, element: Record | DigEntry, rng: np.random.Generator) -> Sample | None:
+        try:
+            if not isinstance(element, Record):
+                return resize_sample(element.load(), self.size)
+            loaded = resize_loaded(element.load(), self.size)
+        except ValueError as err:
+            log.warning("skipping bad item: %s", err)
+            return None
+        return random_sample(
+            loaded, rng, prior_prob=self.prior_prob,
+            multi_region_prob=self.multi_region_prob, kinds=self.kinds,
+        )  # fmt: skip
+
+
+def _as_config(config: Any, overrides: Mapping[str, Any]) -> PipelineConfig:
+    if config is None:
+        values: dict[str, Any] = {}
+    elif isinstance(config, PipelineConfig):
+        values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    elif hasattr(config, "to_dict"):
+        values = dict(config.to_dict())
+    elif isinstance(config, Mapping):
+        values = dict(config)
+    else:
+        raise ValueError(
+            f"config: expected a dict, ConfigDict or PipelineConfig, got {type(config)}"
+        )
+    values.update(overrides)
+    known = {f.name for f in dataclasses.fields(PipelineConfig)}
+    unknown = set(values) - known
+    if unknown:
+        raise ValueError(f"config: unknown pipeline keys {sorted(unknown)}")
+    if "sources" in values and isinstance(values["sources"], str):
+        values["sources"] = (values["sources"],)
+    for key in ("sources", "kinds", "shard", "image_size"):
+        if isinstance(values.get(key), list):
+            values[key] = tuple(values[key])
+    return PipelineConfig(**values)
+
+
+def collect_elements(cfg: PipelineConfig) -> list:
+    """The concatenated records / DigEntries of every configured source, in order."""
+    elements: list = []
+    for src in cfg.sources:
+        if isinstance(src, str):
+            elements.extend(resolve_source(src, image_size=cfg.size))
+        elif isinstance(src, Sequence):
+            elements.extend(src)
+        else:
+            raise ValueError(f"sources: expected spec strings or lists of records, got {src!r}")
+    if not elements:
+        raise ValueError(f"sources: {cfg.sources!r} yield no records")
+    return elements
+
+
+def _shard(cfg: PipelineConfig) -> tuple[int, int]:
+    if cfg.shard is not None:
+        index, count = (int(v) for v in cfg.shard)
+    else:
+        import jax
+
+        index, count = jax.process_index(), jax.process_count()
+    if count < 1 or not 0 <= index < count:
+        raise ValueError(f"shard: expected 0 <= index < count, got {(index, count)}")
+    return index, count
+
+
+def make_dataset(
+    config: Any = None, split: str = "train", seed: int | None = None, **overrides: Any
+) -> grain.IterDataset:
+    """A grain IterDataset of batched sample dicts for this host's shard.
+
+    Args:
+      config: dict, ml_collections.ConfigDict or PipelineConfig with `PipelineConfig` fields
+        (sources, image_size, batch_size, prior_prob, multi_region_prob, seed, worker_count,
+        read_threads, shard, num_epochs, kinds); missing keys take the defaults.
+      split: "train" shuffles (reshuffled each epoch) and repeats `num_epochs` times (None =
+        forever), dropping the last partial batch; any other split keeps the file order, one
+        epoch, keeps the partial batch and skips the multi-region augmentation.
+      seed: overrides `config.seed`.
+      **overrides: further `PipelineConfig` fields.
+    Records are split over hosts by slicing `[index::count]` before shuffling, so shards are
+    disjoint and cover every record. Iterators support `get_state()` / `set_state()`.
+    """
+    if seed is not None:
+        overrides = {**overrides, "seed": seed}
+    cfg = _as_config(config, overrides)
+    index, count = _shard(cfg)
+    shuffle_seed, map_seed = np.random.SeedSequence([cfg.seed, index]).generate_state(2)
+    ds = grain.MapDataset.source(collect_elements(cfg))[index::count]
+    train = split == "train"
+    if train:
+        ds = ds.shuffle(seed=int(shuffle_seed)).repeat(cfg.num_epochs)
+    transform = SampleTransform(
+        cfg.size, cfg.prior_prob, cfg.multi_region_prob if train else 0.0, cfg.kinds
+    )
+    ds = ds.random_map(transform, seed=int(map_seed))
+    read = grain.ReadOptions(num_threads=cfg.read_threads, prefetch_buffer_size=2 * cfg.batch_size)
+    it_ds = ds.to_iter_dataset(read).batch(cfg.batch_size, drop_remainder=train)
+    if cfg.worker_count > 0:
+        from absl import flags
+
+        if not flags.FLAGS.is_parsed():  # grain's worker start-up reads absl flags
+            flags.FLAGS.mark_as_parsed()
+        it_ds = it_ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=cfg.worker_count))
+    return it_ds

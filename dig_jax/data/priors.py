@@ -1,0 +1,182 @@
+"""Previous segmentations (priors) and the corrections a user would make to them.
+
+`synthesize_prior` corrupts a GT mask by flipping SLIC superpixels along its boundary: the ones
+mostly inside are removed, the ones mostly outside are added. The superpixels are flipped in a
+random order and one prefix of that order whose IoU with the GT lies in the band is chosen, so
+the result is in [0.75, 0.85] by construction. A try fails when no prefix lands in the band
+(superpixels too coarse or too few); tries then use finer superpixels, at most `max_tries`,
+after which `PriorUnreachableError` is raised. Everything is deterministic given the rng.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import cv2
+import numpy as np
+from scipy import ndimage
+from skimage.segmentation import slic
+
+from dig_jax.data.regions import VOID, components
+from dig_jax.gestures.types import Context
+from dig_jax.metrics import iou
+
+IOU_BAND = (0.75, 0.85)
+MIN_CORRECTION_AREA = 100  # px, error components under this are not corrections
+# Superpixel size as a fraction of the GT area, per try (finer superpixels on later tries).
+_SUPERPIXEL_FRACTIONS = (0.04, 0.025, 0.015, 0.008, 0.004, 0.002)
+_SLIC_SIDE = 160  # px, longest side SLIC runs at
+
+
+class PriorUnreachableError(RuntimeError):
+    """No previous segmentation with IoU in the band was found within the allowed tries."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Correction:
+    """One error component of a prior: `mask` uint8[H,W] {0,1}, `context` ADD (missing) or
+    REMOVE (extra), `area` px."""
+
+    mask: np.ndarray
+    context: Context
+    area: int
+
+
+def _crop_box(gt: np.ndarray, margin: float = 0.25, min_margin: int = 8) -> tuple[slice, slice]:
+    rows, cols = np.nonzero(gt)
+    h, w = gt.shape
+    dr = max(int((rows.max() - rows.min() + 1) * margin), min_margin)
+    dc = max(int((cols.max() - cols.min() + 1) * margin), min_margin)
+    return (
+        slice(max(rows.min() - dr, 0), min(rows.max() + dr + 1, h)),
+        slice(max(cols.min() - dc, 0), min(cols.max() + dc + 1, w)),
+    )
+
+
+def _superpixels(image: np.ndarray, n_segments: int) -> np.ndarray:
+    """SLIC labels int[H, W]; computed at most `_SLIC_SIDE` px per side, then upsampled
+    (nearest) for speed, with as many segments per image area."""
+    h, w = image.shape[:2]
+    scale = min(1.0, _SLIC_SIDE / max(h, w))
+    small = image
+    if scale < 1.0:
+        size = (max(round(w * scale), 1), max(round(h * scale), 1))
+        small = cv2.resize(image, size, interpolation=cv2.INTER_AREA)
+    sp = slic(small, n_segments=n_segments, compactness=10.0, start_label=0, channel_axis=-1)
+    if scale < 1.0:
+        sp = cv2.resize(sp.astype(np.int32), (w, h), interpolation=cv2.INTER_NEAREST)
+    return sp
+
+
+def _try_prior(image, gt, valid, fraction, band, rng):
+    """One attempt on the cropped arrays; returns (prior crop, iou) or (None, best iou)."""
+    area = int((gt & valid).sum())
+    n_segments = int(np.clip(gt.size / max(area * fraction, 4.0), 8, 4000))
+    sp = _superpixels(image, n_segments)
+    n = int(sp.max()) + 1
+    inside = np.bincount(sp.ravel(), weights=(gt & valid).ravel(), minlength=n)
+    outside = np.bincount(sp.ravel(), weights=(~gt & valid).ravel(), minlength=n)
+    band_px = ndimage.binary_dilation(gt, iterations=2) & ~ndimage.binary_erosion(gt, iterations=2)
+    candidates = np.unique(sp[band_px])
+    if candidates.size == 0:
+        return None, 1.0
+    order = rng.permutation(candidates)
+    remove = inside[order] >= outside[order]  # mostly inside: flip out; else flip in
+    inter = area - np.cumsum(np.where(remove, inside[order], 0.0))
+    union = area + np.cumsum(np.where(remove, 0.0, outside[order]))
+    ious = inter / np.maximum(union, 1.0)
+    ok = np.flatnonzero((ious >= band[0]) & (ious <= band[1]))
+    if ok.size == 0:
+        return None, float(ious[-1])
+    k = int(rng.choice(ok)) + 1
+    prior = gt.copy()
+    chosen, flip_out = order[:k], remove[:k]
+    prior[np.isin(sp, chosen[flip_out])] = False
+    prior[np.isin(sp, chosen[~flip_out])] = True
+    return prior, float(ious[k - 1])
+
+
+def synthesize_prior(
+    image: np.ndarray,
+    gt: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    void: np.ndarray | None = None,
+    band: tuple[float, float] = IOU_BAND,
+    max_tries: int = len(_SUPERPIXEL_FRACTIONS),
+) -> np.ndarray:
+    """A previous segmentation uint8[H,W] {0,1} of `gt` with IoU(prior, gt) in `band`.
+
+    Args:
+      image: RGB uint8[H, W, 3] (superpixels follow its edges).
+      gt: {0,1}/bool[H, W] region mask, not empty.
+      rng: numpy Generator; the same state gives the same prior.
+      void: optional {0,1}[H, W] pixels ignored by the IoU.
+      band: inclusive IoU interval.
+      max_tries: attempts (each with finer superpixels) before giving up.
+    Raises:
+      PriorUnreachableError when no attempt lands in the band.
+    """
+    gt = np.asarray(gt) > 0
+    if image.shape[:2] != gt.shape:
+        raise ValueError(f"gt: shape {gt.shape} differs from image shape {image.shape[:2]}")
+    valid = np.ones_like(gt) if void is None else ~(np.asarray(void) > 0)
+    if not (gt & valid).any():
+        raise ValueError("gt: empty mask (no non-void foreground pixel)")
+    if not 0.0 < band[0] <= band[1] < 1.0:
+        raise ValueError(f"band: expected 0 < lo <= hi < 1, got {band}")
+    box = _crop_box(gt)
+    for attempt in range(max_tries):
+        fraction = _SUPERPIXEL_FRACTIONS[min(attempt, len(_SUPERPIXEL_FRACTIONS) - 1)]
+        crop, _ = _try_prior(image[box], gt[box], valid[box], fraction, band, rng)
+        if crop is not None:
+            prior = gt.copy()
+            prior[box] = crop
+            prior = prior.astype(np.uint8)
+            target = np.where(valid, gt, VOID).astype(np.uint8)
+            measured = float(iou(prior, target))
+            if band[0] <= measured <= band[1]:
+                return prior
+    raise PriorUnreachableError(
+        f"no prior with IoU in {band} after {max_tries} tries (GT area {int(gt.sum())} px)"
+    )
+
+
+def find_corrections(
+    prev: np.ndarray,
+    gt: np.ndarray,
+    void: np.ndarray | None = None,
+    min_area: int = MIN_CORRECTION_AREA,
+) -> list[Correction]:
+    """Error components of `prev` w.r.t. `gt` with >= `min_area` px, ignoring `void`.
+
+    Missing pixels (gt=1, prev=0) give ADD corrections, extra pixels REMOVE ones; the list has
+    the ADD components first, each group in raster order of their first pixel.
+    """
+    prev, gt = np.asarray(prev) > 0, np.asarray(gt) == 1
+    if prev.shape != gt.shape:
+        raise ValueError(f"prev: shape {prev.shape} differs from gt shape {gt.shape}")
+    valid = np.ones_like(gt) if void is None else ~(np.asarray(void) > 0)
+    out = []
+    for context, error in ((Context.ADD, gt & ~prev & valid), (Context.REMOVE, prev & ~gt & valid)):
+        for comp in components(error, min_area):
+            out.append(Correction(comp, context, int(comp.sum())))
+    return out
+
+
+def refinement_targets(
+    prev: np.ndarray, gt: np.ndarray, correction: Correction, void: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(local GT uint8 {0,1}, training target uint8 {0,1,255}) for fixing one correction.
+
+    Local GT: `prev` with exactly the correction's component added or removed. Target: the
+    local GT with every other error pixel (w.r.t. `gt`) and `void` set to 255.
+    """
+    prev, gt = np.asarray(prev) > 0, np.asarray(gt) == 1
+    comp = correction.mask > 0
+    local = (prev | comp) if correction.context == Context.ADD else (prev & ~comp)
+    target = local.astype(np.uint8)
+    target[(prev != gt) & ~comp] = VOID
+    if void is not None:
+        target[np.asarray(void) > 0] = VOID
+    return local.astype(np.uint8), target

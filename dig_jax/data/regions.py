@@ -1,0 +1,96 @@
+"""Regions (whole objects), their parts (connected components) and creation targets.
+
+A region is one instance mask. When occlusion splits it into several 8-connected components,
+each component of at least `MIN_AREA` px is a *part* and a gesture targets one part at a time;
+the other components of the region are void (255) in that training target, while the global
+GT stays the whole region. Regions under `MIN_AREA` px, or without a part that large, are dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from skimage.measure import label
+
+MIN_AREA = 300  # px, regions and parts smaller than this are dropped
+VOID = 255
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Region:
+    """`mask` uint8[H,W] {0,1} (the whole instance); `parts` uint8[P,H,W] {0,1}, P >= 1."""
+
+    instance_id: int
+    mask: np.ndarray
+    parts: np.ndarray
+
+    @property
+    def area(self) -> int:
+        return int(self.mask.sum())
+
+    @property
+    def num_parts(self) -> int:
+        return len(self.parts)
+
+
+def components(mask: np.ndarray, min_area: int = 0) -> np.ndarray:
+    """8-connected components of a {0,1}/bool mask with >= `min_area` px, uint8[C, H, W],
+    ordered by their first pixel in raster order."""
+    mask = np.asarray(mask) > 0
+    rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
+    if rows.size == 0:
+        return np.zeros((0, *mask.shape), np.uint8)
+    box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
+    labels, n = label(mask[box], connectivity=2, return_num=True)
+    areas = np.bincount(labels.ravel(), minlength=n + 1)
+    keep = [i for i in range(1, n + 1) if areas[i] >= min_area]
+    out = np.zeros((len(keep), *mask.shape), np.uint8)
+    for k, i in enumerate(keep):
+        out[k][box] = labels == i
+    return out
+
+
+def extract_regions(
+    instances: np.ndarray, instance_ids: tuple[int, ...] | None = None, min_area: int = MIN_AREA
+) -> list[Region]:
+    """Regions with their parts from instance masks uint8/bool[K, H, W].
+
+    Keeps instances of area >= `min_area` that have at least one component of area >= `min_area`.
+    """
+    instances = np.asarray(instances)
+    if instances.ndim != 3:
+        raise ValueError(f"instances: expected [K, H, W], got shape {instances.shape}")
+    ids = tuple(range(1, len(instances) + 1)) if instance_ids is None else tuple(instance_ids)
+    if len(ids) != len(instances):
+        raise ValueError(f"instance_ids: {len(ids)} ids for {len(instances)} instances")
+    regions = []
+    for iid, inst in zip(ids, instances, strict=True):
+        mask = (inst > 0).astype(np.uint8)
+        if mask.sum() < min_area:
+            continue
+        parts = components(mask, min_area)
+        if len(parts):
+            regions.append(Region(int(iid), mask, parts))
+    return regions
+
+
+def creation_target(region: Region, part: int, void: np.ndarray | None = None) -> np.ndarray:
+    """Local training target uint8[H,W] for a gesture on `region.parts[part]`.
+
+    1 on the part, 255 on the region's other pixels and on `void`, 0 elsewhere.
+    """
+    if not 0 <= part < region.num_parts:
+        raise ValueError(f"part: index {part} out of range for {region.num_parts} parts")
+    target_part = region.parts[part] > 0
+    target = np.where(target_part, 1, 0).astype(np.uint8)
+    target[(region.mask > 0) & ~target_part] = VOID
+    if void is not None:
+        target[np.asarray(void) > 0] = VOID
+    return target
+
+
+def disjoint_regions(regions: list[Region], mask: np.ndarray) -> list[Region]:
+    """Regions sharing no pixel with `mask` (candidates for a multi-region sample)."""
+    occupied = np.asarray(mask) > 0
+    return [r for r in regions if not np.any((r.mask > 0) & occupied)]

@@ -1,0 +1,185 @@
+"""Turn a loaded record (or a region and a prior) into training samples.
+
+A sample is a dict of numpy values, exactly the contract of COMMON.md / DESIGN.md:
+  image uint8[H,W,3], gesture uint8[H,W] {0,1}, distance uint8[H,W] (EDT in px to the marked
+  pixels, truncated at 255), prev_mask uint8[H,W] {0,1}, target uint8[H,W] {0,1,255} (local GT
+  with void), region uint8[H,W] {0,1} (global GT), gesture_kind int32, context int32,
+  has_prev bool, image_id str, instance_id int32.
+Gestures are simulated at the array size they are given (the pipeline resizes first).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dig_jax.data.priors import (
+    Correction,
+    PriorUnreachableError,
+    find_corrections,
+    refinement_targets,
+    synthesize_prior,
+)
+from dig_jax.data.regions import VOID, Region, creation_target, disjoint_regions, extract_regions
+from dig_jax.gestures import distance_map, rasterize, simulate_creation, simulate_refinement
+from dig_jax.gestures.types import Context, Gesture, GestureKind
+
+if TYPE_CHECKING:
+    from dig_jax.data.sources.record import LoadedRecord
+
+Sample = dict[str, Any]
+ALL_KINDS = tuple(GestureKind)
+SAMPLE_KEYS = (
+    "image", "gesture", "distance", "prev_mask", "target", "region",
+    "gesture_kind", "context", "has_prev", "image_id", "instance_id",
+)  # fmt: skip
+
+
+def distance_uint8(gesture_map: np.ndarray) -> np.ndarray:
+    """uint8[H,W]: Euclidean distance in px to the marked pixels, rounded, truncated at 255."""
+    return np.rint(np.asarray(distance_map(gesture_map), np.float32) * 255.0).astype(np.uint8)
+
+
+def gesture_maps(gesture: Gesture, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(gesture map uint8 {0,1}, distance uint8) of a gesture rasterised on `shape`."""
+    raster = np.asarray(rasterize(gesture, shape), np.uint8)
+    return raster, distance_uint8(raster)
+
+
+def make_sample(
+    *,
+    image: np.ndarray,
+    gesture_map: np.ndarray,
+    prev_mask: np.ndarray | None,
+    target: np.ndarray,
+    region: np.ndarray,
+    kind: int,
+    context: int,
+    image_id: str,
+    instance_id: int,
+    distance: np.ndarray | None = None,
+) -> Sample:
+    """Assemble a sample dict with the contract's dtypes; `prev_mask=None` means no prior."""
+    shape = image.shape[:2]
+    gesture_map = (np.asarray(gesture_map) > 0).astype(np.uint8)
+    has_prev = prev_mask is not None
+    prev = np.zeros(shape, np.uint8) if prev_mask is None else (np.asarray(prev_mask) > 0)
+    return {
+        "image": np.ascontiguousarray(image, np.uint8),
+        "gesture": gesture_map,
+        "distance": distance_uint8(gesture_map) if distance is None else distance,
+        "prev_mask": prev.astype(np.uint8),
+        "target": np.asarray(target, np.uint8),
+        "region": (np.asarray(region) > 0).astype(np.uint8),
+        "gesture_kind": np.int32(kind),
+        "context": np.int32(context),
+        "has_prev": np.bool_(has_prev),
+        "image_id": str(image_id),
+        "instance_id": np.int32(instance_id),
+    }
+
+
+def creation_sample(
+    image: np.ndarray,
+    region: Region,
+    part: int,
+    kind: int,
+    rng: np.random.Generator,
+    *,
+    void: np.ndarray | None = None,
+    image_id: str = "",
+) -> Sample:
+    """A creation sample: a gesture of `kind` on `region.parts[part]`, no previous mask."""
+    gesture = simulate_creation(GestureKind(kind), region.parts[part], rng)
+    raster, dist = gesture_maps(gesture, image.shape[:2])
+    return make_sample(
+        image=image, gesture_map=raster, distance=dist, prev_mask=None,
+        target=creation_target(region, part, void), region=region.mask, kind=kind,
+        context=Context.ADD, image_id=image_id, instance_id=region.instance_id,
+    )  # fmt: skip
+
+
+def refinement_sample(
+    image: np.ndarray,
+    region: Region,
+    prev: np.ndarray,
+    correction: Correction,
+    kind: int,
+    rng: np.random.Generator,
+    *,
+    void: np.ndarray | None = None,
+    image_id: str = "",
+) -> Sample:
+    """A refinement sample: a gesture of `kind` on one error component of `prev`."""
+    gesture = simulate_refinement(GestureKind(kind), correction.mask, correction.context, rng)
+    raster, dist = gesture_maps(gesture, image.shape[:2])
+    _, target = refinement_targets(prev, region.mask, correction, void)
+    return make_sample(
+        image=image, gesture_map=raster, distance=dist, prev_mask=prev, target=target,
+        region=region.mask, kind=kind, context=correction.context, image_id=image_id,
+        instance_id=region.instance_id,
+    )  # fmt: skip
+
+
+def join_region(sample: Sample, other: np.ndarray) -> Sample:
+    """Multi-region sample: `other` (a correct, disjoint region) joins the previous mask,
+    the target (except its void pixels) and the global GT. The gesture is unchanged."""
+    other = np.asarray(other) > 0
+    if np.any(other & (sample["region"] > 0)) or np.any(other & (sample["prev_mask"] > 0)):
+        raise ValueError("other: region overlaps the sample's region or previous mask")
+    out = dict(sample)
+    out["prev_mask"] = (sample["prev_mask"] | other).astype(np.uint8)
+    target = sample["target"].copy()
+    target[other & (target != VOID)] = 1
+    out["target"] = target
+    out["region"] = (sample["region"] | other).astype(np.uint8)
+    out["has_prev"] = np.bool_(True)
+    return out
+
+
+def random_sample(
+    loaded: LoadedRecord,
+    rng: np.random.Generator,
+    *,
+    prior_prob: float = 0.5,
+    multi_region_prob: float = 0.0,
+    kinds: tuple[int, ...] = ALL_KINDS,
+) -> Sample | None:
+    """One random sample from a loaded record; None when it has no region of >= 300 px.
+
+    A region is drawn uniformly. With probability `prior_prob` the sample refines a synthetic
+    prior at one of its corrections; when the prior cannot reach the IoU band or has no
+    correction of >= 100 px it falls back to creation on a random part. With probability
+    `multi_region_prob` another disjoint region joins the previous mask and the GT (dataAug).
+    """
+    regions = extract_regions(loaded.instances, loaded.instance_ids)
+    if not regions:
+        return None
+    region = regions[int(rng.integers(len(regions)))]
+    kind = int(kinds[int(rng.integers(len(kinds)))])
+    image_id = f"{loaded.source}/{loaded.image_id}"
+    sample = None
+    if rng.random() < prior_prob:
+        try:
+            prev = synthesize_prior(loaded.image, region.mask, rng, void=loaded.void)
+        except PriorUnreachableError:
+            prev = None
+        corrections = [] if prev is None else find_corrections(prev, region.mask, loaded.void)
+        if corrections:
+            correction = corrections[int(rng.integers(len(corrections)))]
+            sample = refinement_sample(
+                loaded.image, region, prev, correction, kind, rng, void=loaded.void,
+                image_id=image_id,
+            )  # fmt: skip
+    if sample is None:
+        part = int(rng.integers(region.num_parts))
+        sample = creation_sample(
+            loaded.image, region, part, kind, rng, void=loaded.void, image_id=image_id
+        )
+    if rng.random() < multi_region_prob:
+        others = [r for r in regions if r is not region]
+        others = disjoint_regions(others, (sample["region"] | sample["prev_mask"]) > 0)
+        if others:
+            sample = join_region(sample, others[int(rng.integers(len(others)))].mask)
+    return sample

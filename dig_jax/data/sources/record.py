@@ -1,0 +1,149 @@
+"""The record every source yields: one image with its instance masks, loaded lazily.
+
+A `Record` is cheap to create and to pickle (grain workers receive records): it holds a path,
+an array or a picklable zero-argument callable for the image, and the same for the masks.
+`Record.load()` reads and checks everything and returns a `LoadedRecord`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+ImageRef = str | Path | np.ndarray | Callable[[], np.ndarray]
+# A mask loader returns (instances uint8[K,H,W] in {0,1}, void uint8[H,W] in {0,1}).
+MaskRef = tuple[np.ndarray, np.ndarray] | Callable[[], tuple[np.ndarray, np.ndarray]]
+
+
+def read_image(path: str | Path) -> np.ndarray:
+    """Read an image file as RGB uint8[H, W, 3]; ValueError if missing or unreadable."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"image file not found: {path}")
+    data = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    if data is None:
+        raise ValueError(f"cannot decode image file: {path}")
+    return to_rgb(data, name=str(path), bgr=True)
+
+
+def read_gray(path: str | Path) -> np.ndarray:
+    """Read a single-channel mask or label file unchanged (uint8 or uint16 [H, W])."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"mask file not found: {path}")
+    data = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    if data is None:
+        raise ValueError(f"cannot decode mask file: {path}")
+    if data.ndim == 3:  # a colour-saved binary mask: every channel holds the same value
+        data = data[..., 0]
+    return data
+
+
+def to_rgb(image: np.ndarray, *, name: str = "image", bgr: bool = False) -> np.ndarray:
+    """Coerce gray / RGB / RGBA uint8 arrays to RGB uint8[H, W, 3] (BGR input if `bgr`)."""
+    image = np.asarray(image)
+    if image.dtype == np.uint16:
+        image = (image >> 8).astype(np.uint8)
+    if image.dtype != np.uint8:
+        raise ValueError(f"{name}: image must be uint8, got {image.dtype}")
+    if image.ndim == 2:
+        return np.repeat(image[..., None], 3, axis=-1)
+    if image.ndim != 3 or image.shape[-1] not in (3, 4):
+        raise ValueError(f"{name}: image must be [H, W], [H, W, 3] or [H, W, 4], got {image.shape}")
+    image = image[..., :3]
+    return np.ascontiguousarray(image[..., ::-1] if bgr else image)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LoadedRecord:
+    """A record in memory: `image` uint8[H,W,3], `instances` uint8[K,H,W] {0,1},
+    `void` uint8[H,W] {0,1} (pixels no metric or loss should look at), ids."""
+
+    source: str
+    image_id: str
+    image: np.ndarray
+    instances: np.ndarray
+    void: np.ndarray
+    instance_ids: tuple[int, ...]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.image.shape[:2]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Record:
+    """One image and its instance masks, not yet read.
+
+    Attributes:
+      source: name of the source (e.g. "grabcut", "procedural").
+      image_id: identifier unique within the source.
+      image: path, RGB uint8 array or zero-argument callable returning one.
+      masks: (instances, void) arrays or a zero-argument callable returning them.
+      instance_ids: ids of the instances when known without reading (else None).
+      describe: file name(s) used in error messages.
+    """
+
+    source: str
+    image_id: str
+    image: ImageRef
+    masks: MaskRef
+    instance_ids: tuple[int, ...] | None = None
+    describe: str = ""
+
+    @property
+    def num_instances(self) -> int | None:
+        return None if self.instance_ids is None else len(self.instance_ids)
+
+    def load_image(self) -> np.ndarray:
+        """RGB uint8[H, W, 3]."""
+        ref = self.image
+        if isinstance(ref, (str, Path)):
+            return read_image(ref)
+        if callable(ref):
+            ref = ref()
+        return to_rgb(ref, name=self.describe or self.image_id)
+
+    def load(self) -> LoadedRecord:
+        """Read and validate the image and masks; ValueError naming the file on bad input."""
+        name = self.describe or f"{self.source}:{self.image_id}"
+        image = self.load_image()
+        instances, void = self.masks() if callable(self.masks) else self.masks
+        instances = np.asarray(instances)
+        void = np.zeros(image.shape[:2], np.uint8) if void is None else np.asarray(void)
+        if instances.ndim != 3:
+            raise ValueError(f"{name}: instances must be [K, H, W], got {instances.shape}")
+        if instances.shape[1:] != image.shape[:2] or void.shape != image.shape[:2]:
+            raise ValueError(
+                f"{name}: mask size {instances.shape[1:]} differs from image size {image.shape[:2]}"
+            )
+        instances = (instances > 0).astype(np.uint8)
+        void = (void > 0).astype(np.uint8)
+        ids = self.instance_ids
+        if ids is None:
+            ids = tuple(range(1, len(instances) + 1))
+        if len(ids) != len(instances):
+            raise ValueError(f"{name}: {len(instances)} masks but {len(ids)} instance ids")
+        empty = [i for i, m in zip(ids, instances, strict=True) if not m.any()]
+        if empty:
+            raise ValueError(f"{name}: empty instance mask(s) {empty}")
+        return LoadedRecord(self.source, self.image_id, image, instances, void, tuple(ids))
+
+
+def resize_loaded(loaded: LoadedRecord, size: tuple[int, int]) -> LoadedRecord:
+    """Resize to `size` = (H, W): image bilinear (cv2.INTER_LINEAR), masks and void nearest."""
+    h, w = size
+    if loaded.shape == (h, w):
+        return loaded
+    image = cv2.resize(loaded.image, (w, h), interpolation=cv2.INTER_LINEAR)
+    instances = (
+        np.stack([cv2.resize(m, (w, h), interpolation=cv2.INTER_NEAREST) for m in loaded.instances])
+        if len(loaded.instances)
+        else np.zeros((0, h, w), np.uint8)
+    )
+    void = cv2.resize(loaded.void, (w, h), interpolation=cv2.INTER_NEAREST)
+    return dataclasses.replace(loaded, image=image, instances=instances, void=void)

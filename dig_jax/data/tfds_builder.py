@@ -1,0 +1,102 @@
+"""A TFDS builder that packs a static DIG build into ArrayRecord files (no TensorFlow needed).
+
+    python -m dig_jax.data.build --source grabcut --out build/grabcut
+    builder = DigSamples(build_dir="build/grabcut", data_dir="build/tfds")
+    builder.download_and_prepare()            # writes dig_samples/1.0.0/*.array_record
+    source = builder.as_data_source()["train"]  # random access, a grain MapDataset source
+
+Every example is one sample dict of the contract (masks as zlib-compressed uint8 Tensors);
+`distance` is not stored but recomputed by `tfds_sample`. The pipeline reads such a folder
+with the source spec "tfds:DATA_DIR" (split "train").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import tensorflow_datasets as tfds
+
+from dig_jax.data.samples import Sample, distance_uint8
+from dig_jax.data.sources.dig_json import dig_json
+
+_MASKS = ("gesture", "prev_mask", "target", "region")
+
+
+class DigSamples(tfds.core.GeneratorBasedBuilder):
+    """DIG samples from a `dig_jax.data.build` output folder (`dig.json` + `images/`)."""
+
+    VERSION = tfds.core.Version("1.0.0")
+    RELEASE_NOTES: ClassVar[dict[str, str]] = {"1.0.0": "Samples of dig_jax.data.build."}
+
+    def __init__(self, *, build_dir: str | Path | None = None, **kwargs):
+        self._build_dir = None if build_dir is None else Path(build_dir)
+        kwargs.setdefault("file_format", "array_record")
+        super().__init__(**kwargs)
+
+    def _info(self) -> tfds.core.DatasetInfo:
+        mask = functools.partial(tfds.features.Tensor, shape=(None, None), dtype=np.uint8,
+                                 encoding="zlib")  # fmt: skip
+        features = {key: mask() for key in _MASKS}
+        features["image"] = tfds.features.Tensor(
+            shape=(None, None, 3), dtype=np.uint8, encoding="zlib"
+        )
+        features["gesture_kind"] = tfds.features.Scalar(dtype=np.int32)
+        features["context"] = tfds.features.Scalar(dtype=np.int32)
+        features["has_prev"] = tfds.features.Scalar(dtype=np.bool_)
+        features["image_id"] = tfds.features.Text()
+        features["instance_id"] = tfds.features.Scalar(dtype=np.int32)
+        return self.dataset_info_from_configs(
+            features=tfds.features.FeaturesDict(features), disable_shuffling=True
+        )
+
+    def _split_generators(self, dl_manager):
+        del dl_manager
+        if self._build_dir is None or not (self._build_dir / "dig.json").is_file():
+            raise ValueError(f"build_dir: no dig.json in {self._build_dir}")
+        return {"train": self._generate_examples(self._build_dir)}
+
+    def _generate_examples(self, build_dir: Path):
+        for k, entry in enumerate(dig_json(build_dir / "dig.json", build_dir / "images")):
+            sample = entry.load()
+            sample.pop("distance")
+            yield k, sample
+
+
+def tfds_sample(example: dict) -> Sample:
+    """A decoded TFDS example -> the sample dict (str image_id, distance recomputed)."""
+    out = dict(example)
+    image_id = out["image_id"]
+    out["image_id"] = image_id.decode() if isinstance(image_id, bytes) else str(image_id)
+    out["distance"] = distance_uint8(np.asarray(out["gesture"]))
+    order = ("image", "gesture", "distance", "prev_mask", "target", "region", "gesture_kind",
+             "context", "has_prev", "image_id", "instance_id")  # fmt: skip
+    return {key: out[key] for key in order}
+
+
+@functools.lru_cache(maxsize=8)
+def _data_source(data_dir: str, split: str):
+    return tfds.builder("dig_samples", data_dir=data_dir).as_data_source()[split]
+
+
+@dataclasses.dataclass(frozen=True)
+class TfdsEntry:
+    """A picklable reference to example `index` of a prepared DigSamples split."""
+
+    data_dir: str
+    split: str
+    index: int
+
+    def load(self) -> Sample:
+        return tfds_sample(_data_source(self.data_dir, self.split)[self.index])
+
+
+def tfds_entries(data_dir: str | Path, split: str = "train") -> list[TfdsEntry]:
+    """References to every example of a prepared DigSamples dataset under `data_dir`."""
+    if not (Path(data_dir) / "dig_samples").is_dir():
+        raise ValueError(f"data_dir: no prepared dig_samples dataset under {data_dir}")
+    n = len(_data_source(str(data_dir), split))
+    return [TfdsEntry(str(data_dir), split, i) for i in range(n)]

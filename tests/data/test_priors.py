@@ -1,0 +1,139 @@
+"""Previous segmentations in the IoU band, corrections and refinement targets."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dig_jax.data.priors import (
+    IOU_BAND,
+    PriorUnreachableError,
+    find_corrections,
+    refinement_targets,
+    synthesize_prior,
+)
+from dig_jax.data.regions import VOID, extract_regions
+from dig_jax.data.sources.benchmark_folder import benchmark_folder
+from dig_jax.data.sources.procedural import procedural
+from dig_jax.data.sources.record import resize_loaded
+from dig_jax.gestures.types import Context
+from dig_jax.metrics import iou
+
+
+def _gt_with_void(mask, void):
+    return np.where(void > 0, VOID, mask).astype(np.uint8)
+
+
+@pytest.fixture(scope="module")
+def procedural_regions():
+    out = []
+    for rec in procedural(3, 6, size=128):
+        loaded = rec.load()
+        out += [(loaded, r) for r in extract_regions(loaded.instances)]
+    return out
+
+
+def test_priors_in_band_and_deterministic(procedural_regions):
+    assert len(procedural_regions) >= 10
+    for loaded, region in procedural_regions:
+        a = synthesize_prior(loaded.image, region.mask, np.random.default_rng(5), void=loaded.void)
+        b = synthesize_prior(loaded.image, region.mask, np.random.default_rng(5), void=loaded.void)
+        assert a.dtype == np.uint8 and set(np.unique(a)) <= {0, 1}
+        assert np.array_equal(a, b)
+        value = float(iou(a, _gt_with_void(region.mask, loaded.void)))
+        assert IOU_BAND[0] <= value <= IOU_BAND[1]
+
+
+def test_priors_in_band_on_real_photos_with_void(shared_data):
+    records = benchmark_folder(shared_data / "grabcut")[:6]
+    for k, rec in enumerate(records):
+        loaded = resize_loaded(rec.load(), (160, 160))
+        for region in extract_regions(loaded.instances):
+            prior = synthesize_prior(
+                loaded.image, region.mask, np.random.default_rng(k), void=loaded.void
+            )
+            value = float(iou(prior, _gt_with_void(region.mask, loaded.void)))
+            assert IOU_BAND[0] <= value <= IOU_BAND[1], rec.image_id
+
+
+def test_unreachable_band_gives_a_clear_error():
+    image = np.full((40, 40, 3), 128, np.uint8)
+    gt = np.zeros((40, 40), np.uint8)
+    gt[20, 20] = 1  # any flip moves IoU to 0 or <= 0.5
+    with pytest.raises(PriorUnreachableError, match="no prior with IoU"):
+        synthesize_prior(image, gt, np.random.default_rng(0), max_tries=3)
+
+
+def test_prior_bad_input():
+    image = np.zeros((10, 10, 3), np.uint8)
+    with pytest.raises(ValueError, match="gt: empty"):
+        synthesize_prior(image, np.zeros((10, 10)), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="gt: shape"):
+        synthesize_prior(image, np.ones((9, 10)), np.random.default_rng(0))
+
+
+def test_corrections_known_answer():
+    gt = np.zeros((64, 64), np.uint8)
+    gt[10:50, 10:50] = 1
+    prev = gt.copy()
+    prev[10:20, 10:25] = 0  # 150 px missing -> ADD
+    prev[55:63, 0:15] = 1  # 120 px extra -> REMOVE
+    prev[40:50, 40:45] = 0  # 50 px missing: below 100 px, not a correction
+    corrections = find_corrections(prev, gt)
+    assert [(c.context, c.area) for c in corrections] == [(Context.ADD, 150), (Context.REMOVE, 120)]
+    local, target = refinement_targets(prev, gt, corrections[1])
+    assert local[55:63, 0:15].sum() == 0 and local[10:20, 10:25].sum() == 0
+    assert np.all(target[10:20, 10:25] == VOID) and np.all(target[40:50, 40:45] == VOID)
+    void = np.zeros_like(gt)
+    void[10:20, 10:25] = 1  # the ADD component is void: no longer a correction
+    assert [c.context for c in find_corrections(prev, gt, void)] == [Context.REMOVE]
+
+
+@given(
+    gt_box=st.tuples(
+        st.integers(0, 20), st.integers(0, 20), st.integers(15, 40), st.integers(15, 40)
+    ),
+    prev_box=st.tuples(
+        st.integers(0, 20), st.integers(0, 20), st.integers(15, 40), st.integers(15, 40)
+    ),
+)
+def test_local_and_global_gt_relations(gt_box, prev_box):
+    gt = np.zeros((48, 48), np.uint8)
+    prev = np.zeros((48, 48), np.uint8)
+    r, c, h, w = gt_box
+    gt[r : r + h, c : c + w] = 1
+    r, c, h, w = prev_box
+    prev[r : r + h, c : c + w] = 1
+    for corr in find_corrections(prev, gt):
+        comp = corr.mask > 0
+        assert corr.area >= 100
+        assert np.all(gt[comp] == (corr.context == Context.ADD))
+        assert np.all(prev[comp] == (corr.context == Context.REMOVE))
+        local, target = refinement_targets(prev, gt, corr)
+        # local GT = prev with exactly this component corrected
+        assert np.array_equal(local != prev, comp)
+        assert np.array_equal(local[comp], gt[comp])
+        known = target != VOID
+        assert np.array_equal(target[known], gt[known])
+        assert np.array_equal(known, (prev == gt) | comp)
+
+
+@settings(max_examples=25)
+@given(
+    seed=st.integers(0, 2**16),
+    centre=st.tuples(st.integers(16, 48), st.integers(16, 48)),
+    axes=st.tuples(st.integers(8, 24), st.integers(8, 24)),
+)
+def test_prior_is_in_band_or_a_clear_failure(seed, centre, axes):
+    rng = np.random.default_rng(seed)
+    image = cv2.GaussianBlur(rng.integers(0, 256, (64, 64, 3)).astype(np.uint8), (7, 7), 2)
+    gt = np.zeros((64, 64), np.uint8)
+    cv2.ellipse(gt, centre, axes, 0, 0, 360, 1, -1)
+    try:
+        prior = synthesize_prior(image, gt, rng)
+    except PriorUnreachableError:
+        return
+    assert IOU_BAND[0] <= float(iou(prior, gt)) <= IOU_BAND[1]

@@ -1,0 +1,106 @@
+"""Regions, parts and creation targets (DESIGN.md: parts, void for other components, 300 px)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dig_jax.data.regions import (
+    MIN_AREA,
+    VOID,
+    components,
+    creation_target,
+    disjoint_regions,
+    extract_regions,
+)
+
+
+def _two_part_instance() -> np.ndarray:
+    """An object split by an occluder into a 20x20 (400 px) and a 20x16 (320 px) component,
+    plus a 10x10 (100 px) fragment."""
+    m = np.zeros((64, 64), np.uint8)
+    m[2:22, 2:22] = 1
+    m[30:50, 40:56] = 1
+    m[54:64, 0:10] = 1
+    return m
+
+
+def test_parts_are_components_of_at_least_300px():
+    (region,) = extract_regions(_two_part_instance()[None])
+    assert region.area == 400 + 320 + 100
+    assert region.num_parts == 2
+    assert [int(p.sum()) for p in region.parts] == [400, 320]
+    assert np.all(region.parts.sum(0) <= region.mask)
+
+
+def test_small_regions_and_regions_without_big_part_are_dropped():
+    small = np.zeros((64, 64), np.uint8)
+    small[:10, :29] = 1  # 290 px
+    fragmented = np.zeros((64, 64), np.uint8)
+    fragmented[0:15, 30:45] = 1  # 225 px
+    fragmented[40:55, 30:45] = 1  # 225 px: 450 px in all, no part >= 300
+    big = np.zeros((64, 64), np.uint8)
+    big[20:40, 0:20] = 1
+    regions = extract_regions(np.stack([small, fragmented, big]), (7, 8, 9))
+    assert [r.instance_id for r in regions] == [9]
+
+
+def test_components_use_8_connectivity():
+    m = np.zeros((8, 8), np.uint8)
+    m[0, 0] = m[1, 1] = m[5, 5] = 1
+    assert len(components(m)) == 2
+    assert len(components(m, min_area=2)) == 1
+
+
+def test_creation_target_voids_other_components_and_dataset_void():
+    (region,) = extract_regions(_two_part_instance()[None])
+    void = np.zeros((64, 64), np.uint8)
+    void[60:64, 60:64] = 1
+    target = creation_target(region, 1, void)
+    assert np.array_equal(target == 1, region.parts[1] > 0)
+    other = (region.mask > 0) & (region.parts[1] == 0)
+    assert np.all(target[other] == VOID)
+    assert np.all(target[void > 0] == VOID)
+    assert set(np.unique(target)) <= {0, 1, VOID}
+    with pytest.raises(ValueError, match="part"):
+        creation_target(region, 2)
+
+
+def test_disjoint_regions():
+    a = np.zeros((32, 32), np.uint8)
+    a[:20, :20] = 1
+    b = np.zeros((32, 32), np.uint8)
+    b[10:30, 10:30] = 1
+    c = np.zeros((32, 32), np.uint8)
+    c[22:, :20] = 1
+    regions = extract_regions(np.stack([a, b, c]), min_area=100)
+    assert [r.instance_id for r in disjoint_regions(regions, a)] == [3]
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="instances"):
+        extract_regions(np.zeros((4, 4), np.uint8))
+    with pytest.raises(ValueError, match="instance_ids"):
+        extract_regions(np.zeros((2, 4, 4), np.uint8), (1,))
+
+
+@given(
+    boxes=st.lists(
+        st.tuples(*[st.integers(0, 47)] * 2, *[st.integers(8, 40)] * 2), min_size=1, max_size=4
+    ),
+    occluder=st.integers(0, 47),
+)
+def test_targets_agree_with_the_region_wherever_not_void(boxes, occluder):
+    inst = np.zeros((len(boxes), 48, 48), np.uint8)
+    for k, (r, c, h, w) in enumerate(boxes):
+        inst[k, r : r + h, c : c + w] = 1
+    inst[:, :, occluder : occluder + 3] = 0  # a vertical bar occludes everything
+    for region in extract_regions(inst):
+        assert region.area >= MIN_AREA
+        for p in range(region.num_parts):
+            target = creation_target(region, p)
+            known = target != VOID
+            assert np.array_equal(target[known], region.mask[known])
+            assert np.array_equal(target == 1, region.parts[p] > 0)

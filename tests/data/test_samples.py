@@ -1,0 +1,130 @@
+"""Sample dicts follow the contract; local/global GT relations; determinism; dataAug."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import ndimage
+
+from dig_jax.data.priors import find_corrections, synthesize_prior
+from dig_jax.data.regions import VOID, extract_regions
+from dig_jax.data.samples import (
+    SAMPLE_KEYS,
+    creation_sample,
+    join_region,
+    random_sample,
+    refinement_sample,
+)
+from dig_jax.data.sources.procedural import procedural
+from dig_jax.gestures.types import Context
+
+DTYPES = {
+    "image": np.uint8, "gesture": np.uint8, "distance": np.uint8, "prev_mask": np.uint8,
+    "target": np.uint8, "region": np.uint8, "gesture_kind": np.int32, "context": np.int32,
+    "has_prev": np.bool_, "instance_id": np.int32,
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def scenes():
+    return [r.load() for r in procedural(11, 8, size=96)]
+
+
+def check_contract(s, shape=(96, 96)):
+    assert tuple(s) == SAMPLE_KEYS
+    for key, dtype in DTYPES.items():
+        assert np.asarray(s[key]).dtype == dtype, key
+    assert s["image"].shape == (*shape, 3)
+    for key in ("gesture", "distance", "prev_mask", "target", "region"):
+        assert s[key].shape == shape, key
+    assert isinstance(s["image_id"], str)
+    assert set(np.unique(s["gesture"])) == {0, 1}
+    assert set(np.unique(s["target"])) <= {0, 1, VOID}
+    assert set(np.unique(s["region"])) <= {0, 1} and set(np.unique(s["prev_mask"])) <= {0, 1}
+    edt = np.minimum(ndimage.distance_transform_edt(s["gesture"] == 0), 255)
+    assert np.max(np.abs(s["distance"].astype(float) - edt)) <= 0.5 + 1e-6
+    known = s["target"] != VOID  # local GT agrees with the global GT wherever it is not void
+    assert np.array_equal(s["target"][known], s["region"][known])
+
+
+def test_creation_samples_for_every_kind(scenes):
+    loaded = scenes[0]
+    region = extract_regions(loaded.instances)[0]
+    for kind in range(5):
+        s = creation_sample(loaded.image, region, 0, kind, np.random.default_rng(kind))
+        check_contract(s)
+        assert int(s["gesture_kind"]) == kind and int(s["context"]) == Context.ADD
+        assert not s["has_prev"] and s["prev_mask"].sum() == 0
+        assert np.array_equal(s["target"] == 1, region.parts[0] > 0)
+
+
+def test_refinement_samples(scenes):
+    done = 0
+    for k, loaded in enumerate(scenes):
+        for region in extract_regions(loaded.instances):
+            prior = synthesize_prior(loaded.image, region.mask, np.random.default_rng(k))
+            for corr in find_corrections(prior, region.mask)[:2]:
+                s = refinement_sample(loaded.image, region, prior, corr, 2,
+                                      np.random.default_rng(0))  # fmt: skip
+                check_contract(s)
+                assert s["has_prev"] and np.array_equal(s["prev_mask"], prior)
+                assert int(s["context"]) == corr.context
+                comp = corr.mask > 0
+                assert np.all(s["target"][comp] == (corr.context == Context.ADD))
+                done += 1
+    assert done >= 3
+
+
+def test_join_region_and_overlap_error(scenes):
+    loaded = scenes[1]
+    regions = extract_regions(loaded.instances)
+    a = regions[0]
+    s = creation_sample(loaded.image, a, 0, 0, np.random.default_rng(0))
+    other = np.zeros((96, 96), np.uint8)
+    other[:5, :5] = 1
+    other &= 1 - a.mask
+    joined = join_region(s, other)
+    check_contract(joined)
+    assert joined["has_prev"] and np.array_equal(joined["prev_mask"], other)
+    assert np.all(joined["target"][other > 0] == 1)
+    with pytest.raises(ValueError, match="overlaps"):
+        join_region(s, a.mask)
+
+
+def test_random_sample_is_deterministic_and_mixes_modes(scenes):
+    prev = 0
+    for k, loaded in enumerate(scenes):
+        a = random_sample(loaded, np.random.default_rng(k), prior_prob=0.7, multi_region_prob=0.5)
+        b = random_sample(loaded, np.random.default_rng(k), prior_prob=0.7, multi_region_prob=0.5)
+        if a is None:
+            continue
+        check_contract(a)
+        assert all(np.array_equal(a[key], b[key]) for key in SAMPLE_KEYS)
+        prev += bool(a["has_prev"])
+    assert prev >= 2
+
+
+def test_multi_region_augmentation(scenes):
+    joined = 0
+    for k, loaded in enumerate(scenes):
+        s = random_sample(loaded, np.random.default_rng(k), prior_prob=0.0, multi_region_prob=1.0)
+        if s is None or not s["has_prev"]:
+            continue  # no second disjoint region in this scene
+        check_contract(s)
+        prev = s["prev_mask"] > 0
+        assert prev.any() and np.all(s["region"][prev] == 1)
+        assert np.all(s["target"][prev] != 0)
+        assert int(s["context"]) == Context.ADD
+        joined += 1
+    assert joined >= 2
+
+
+def test_random_sample_without_regions_is_none(scenes):
+    loaded = scenes[0]
+    tiny = loaded.instances[:, :10, :10]
+    from dataclasses import replace
+
+    small = replace(
+        loaded, image=loaded.image[:10, :10], instances=tiny, void=loaded.void[:10, :10]
+    )
+    assert random_sample(small, np.random.default_rng(0)) is None
