@@ -1,0 +1,64 @@
+"""Scoring of predictions: RICE / IoU per gesture kind, creation vs refinement (used by the
+training loop's validation and by the evaluation CLI)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dig_jax.gestures.types import GestureKind
+from dig_jax.metrics import Averages, rice_scores
+
+SCORES = ("rice_local", "rice_global", "iou_local", "iou_global")
+PHASES = ("create", "refine")
+
+
+def score_batch(pred: jax.Array, batch: dict[str, Any]) -> dict[str, jax.Array]:
+    """Per-sample scores f32[B] of binary `pred` uint8[B, H, W] (jit-able), plus kind/has_prev.
+
+    Creation samples (has_prev False) use no previous mask (RICE = IoU).
+    """
+    has_prev = jnp.asarray(batch["has_prev"]).astype(bool)
+    prev = jnp.asarray(batch["prev_mask"]) * has_prev[:, None, None].astype(jnp.uint8)
+    scores = rice_scores(pred, prev, batch["region"], batch["target"])
+    return {
+        **{k: scores[k] for k in SCORES},
+        "gesture_kind": jnp.asarray(batch["gesture_kind"], jnp.int32),
+        "has_prev": has_prev,
+    }
+
+
+def summarize_scores(score_batches: Iterable[dict[str, Any]]) -> dict[str, float]:
+    """Means named `<score>/<kind>/<phase>` and `<score>/all/<phase>` over all batches, for every
+    per-sample score in the batches (RICE/IoU, and context_acc/kind_acc for multi-head models)."""
+    acc = Averages()
+    for scores in score_batches:
+        kinds = np.asarray(scores["gesture_kind"])
+        refine = np.asarray(scores["has_prev"]).astype(bool)
+        for phase, phase_mask in (("create", ~refine), ("refine", refine)):
+            for name in [k for k in scores if k not in ("gesture_kind", "has_prev")]:
+                values = np.asarray(scores[name])
+                acc = acc.add(f"{name}/all/{phase}", values, phase_mask)
+                for kind in GestureKind:
+                    mask = phase_mask & (kinds == int(kind))
+                    if mask.any():
+                        acc = acc.add(f"{name}/{kind.name.lower()}/{phase}", values, mask)
+    return {k: v for k, v in acc.compute().items() if not math.isnan(v)}
+
+
+def format_rice_table(metrics: dict[str, float], title: str = "", score: str = "rice_local") -> str:
+    """Plain-text table: rows = gesture kinds (+ all), columns = creation / refinement."""
+    rows = [f"{title} ({score}, higher is better)" if title else score]
+    rows.append(f"{'gesture':<14}{'creation':>10}{'refinement':>12}")
+    for kind in [k.name.lower() for k in GestureKind] + ["all"]:
+        cells = [metrics.get(f"{score}/{kind}/{phase}") for phase in PHASES]
+        if all(c is None for c in cells):
+            continue
+        text = [f"{c:>10.3f}" if c is not None else f"{'-':>10}" for c in cells]
+        rows.append(f"{kind:<14}{text[0]}{text[1]:>12}")
+    return "\n".join(rows)

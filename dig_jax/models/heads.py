@@ -1,0 +1,80 @@
+"""Heads on HRNet features: multi-resolution fusion mask head and the DIG multi-head branches."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from dig_jax.models.hrnet import ConvBN, fuse_multiscale, resize_to
+
+
+class FusionHead(nn.Module):
+    """Standard HRNet segmentation head.
+
+    Concatenates the upsampled branches (stride 4), applies 1x1 ConvBN-ReLU to `width` channels
+    ("top features") and a 1x1 conv to one logit. Returns (logits f32[B, h, w], top f32[B, h, w,
+    width]) at stride 4; the caller resizes logits to the input size.
+    """
+
+    width: int = 96
+
+    @nn.compact
+    def __call__(self, features: Sequence[jax.Array], train: bool) -> tuple[jax.Array, jax.Array]:
+        top = ConvBN(self.width, kernel=1)(fuse_multiscale(features), train)
+        logits = nn.Conv(1, (1, 1), name="mask_logits")(top)
+        return logits[..., 0], top
+
+
+def adaptive_max_pool(x: jax.Array, size: int) -> jax.Array:
+    """Max-pool NHWC `x` to (min(size, H), min(size, W)) cells; -inf padding when not divisible."""
+    height, width = x.shape[1:3]
+    out_h, out_w = min(size, height), min(size, width)
+    cell_h, cell_w = -(-height // out_h), -(-width // out_w)
+    pad_h, pad_w = out_h * cell_h - height, out_w * cell_w - width
+    if pad_h or pad_w:
+        x = jnp.pad(x, ((0, 0), (0, pad_h), (0, pad_w), (0, 0)), constant_values=-jnp.inf)
+    x = x.reshape(x.shape[0], out_h, cell_h, out_w, cell_w, x.shape[3])
+    return x.max(axis=(2, 4))
+
+
+class MLP(nn.Module):
+    """Dense-ReLU layers of `hidden` sizes then a linear layer with `out` units."""
+
+    hidden: tuple[int, ...]
+    out: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        for units in self.hidden:
+            x = nn.relu(nn.Dense(units)(x))
+        return nn.Dense(self.out)(x)
+
+
+class AuxHeads(nn.Module):
+    """DIG multi-head branches on the top features: context (1 logit) and gesture kind (5).
+
+    1x1 ConvBN-ReLU reduces to `reduce` channels, max-pool to `pool` x `pool`, flatten, then two
+    MLPs (`hidden` then out). The paper uses reduce=48, pool=32, hidden=(1024, 512).
+    """
+
+    reduce: int = 48
+    pool: int = 32
+    hidden: tuple[int, ...] = (1024, 512)
+    num_kinds: int = 5
+
+    @nn.compact
+    def __call__(self, top: jax.Array, train: bool) -> dict[str, jax.Array]:
+        x = ConvBN(self.reduce, kernel=1)(top, train)
+        x = adaptive_max_pool(x, self.pool)
+        x = x.reshape(x.shape[0], -1)
+        context = MLP(self.hidden, 1, name="context_mlp")(x)[:, 0]
+        kind = MLP(self.hidden, self.num_kinds, name="kind_mlp")(x)
+        return {"context": context, "kind": kind}
+
+
+def upsample_logits(logits: jax.Array, height: int, width: int) -> jax.Array:
+    """Bilinear resize of logits f32[B, h, w] to f32[B, height, width]."""
+    return resize_to(logits[..., None], height, width)[..., 0]

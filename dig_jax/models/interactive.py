@@ -1,0 +1,160 @@
+"""Interactive segmenters: the gesture-agnostic DIG model (single- and multi-head) and the
+context baseline (click-model style inputs), both on the HRNet backbone.
+
+Input tensors are built by `gesture_input` (6 channels) or `context_input` (7 channels); the
+first three channels are RGB in 0..255 and are normalised inside the module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dig_jax.models.heads import AuxHeads, FusionHead, upsample_logits
+from dig_jax.models.hrnet import HRNet
+
+RGB_MEAN = (0.485, 0.456, 0.406)  # ImageNet statistics on [0, 1] RGB
+RGB_STD = (0.229, 0.224, 0.225)
+INPUT_CHANNELS = {"gesture": 6, "context": 7}
+CONTEXT_ENCODINGS = ("gesture", "clicks")
+
+
+def _channel(x: Any) -> jax.Array:
+    return jnp.asarray(x, jnp.float32)[..., None]
+
+
+def gesture_input(image: Any, gesture: Any, distance: Any, prev_mask: Any) -> jax.Array:
+    """Model input f32[..., H, W, 6] = RGB (0..255) | gesture {0,1} | distance [0,1] | prev {0,1}.
+
+    `image` uint8 or float in 0..255, shape [..., H, W, 3]; the maps are [..., H, W] (float maps,
+    e.g. soft rasterisations, are accepted).
+    """
+    image = jnp.asarray(image, jnp.float32)
+    return jnp.concatenate(
+        [image, _channel(gesture), _channel(distance), _channel(prev_mask)], axis=-1
+    )
+
+
+def context_input(
+    image: Any, positive: Any, negative: Any, box: Any | None, prev_mask: Any
+) -> jax.Array:
+    """Context-baseline input f32[..., H, W, 7] = RGB | positive | negative | box | prev mask.
+
+    `box` may be None (no box prompt: an all-zero channel).
+    """
+    image = jnp.asarray(image, jnp.float32)
+    box = jnp.zeros(image.shape[:-1], jnp.float32) if box is None else box
+    return jnp.concatenate(
+        [image, _channel(positive), _channel(negative), _channel(box), _channel(prev_mask)],
+        axis=-1,
+    )
+
+
+class Segmenter(nn.Module):
+    """HRNet + fusion head (+ optional context/kind heads). `__call__(x, train)` -> dict.
+
+    x: f32[B, H, W, in_channels]. Returns mask logits f32[B, H, W] and, when `multihead`,
+    context f32[B] (logit of ADD) and kind f32[B, 5].
+    """
+
+    in_channels: int = 6
+    widths: tuple[int, ...] = (18, 36, 72, 144)
+    stem_width: int = 64
+    stage1_planes: int = 64
+    blocks: int = 2
+    stage_modules: tuple[int, ...] = (1, 3, 2)
+    head_width: int = 96
+    multihead: bool = False
+    aux_reduce: int = 48
+    aux_pool: int = 32
+    aux_hidden: tuple[int, ...] = (1024, 512)
+
+    @nn.compact
+    def __call__(self, x: jax.Array, train: bool = False) -> dict[str, jax.Array]:
+        if x.ndim != 4 or x.shape[-1] != self.in_channels:
+            raise ValueError(f"x must be f32[B, H, W, {self.in_channels}], got shape {x.shape}")
+        height, width = x.shape[1:3]
+        mean = jnp.asarray(RGB_MEAN, jnp.float32) * 255.0
+        std = jnp.asarray(RGB_STD, jnp.float32) * 255.0
+        x = jnp.concatenate([(x[..., :3] - mean) / std, x[..., 3:]], axis=-1)
+        features = HRNet(
+            self.widths, self.stem_width, self.stage1_planes, self.blocks, self.stage_modules
+        )(x, train)
+        logits, top = FusionHead(self.head_width)(features, train)
+        out = {"mask": upsample_logits(logits, height, width)}
+        if self.multihead:
+            out.update(AuxHeads(self.aux_reduce, self.aux_pool, self.aux_hidden)(top, train))
+        return out
+
+
+def build_segmenter(model_config: Any) -> Segmenter:
+    """Segmenter from a model ConfigDict (fields as in experiments/*.py `config.model`)."""
+    input_kind = model_config.input_kind
+    if input_kind not in INPUT_CHANNELS:
+        raise ValueError(
+            f"model.input_kind must be one of {sorted(INPUT_CHANNELS)}, got {input_kind!r}"
+        )
+    return Segmenter(
+        in_channels=INPUT_CHANNELS[input_kind],
+        widths=tuple(model_config.widths),
+        stem_width=model_config.stem_width,
+        stage1_planes=model_config.stage1_planes,
+        blocks=model_config.blocks,
+        stage_modules=tuple(model_config.stage_modules),
+        head_width=model_config.head_width,
+        multihead=model_config.multihead,
+        aux_reduce=model_config.aux_reduce,
+        aux_pool=model_config.aux_pool,
+        aux_hidden=tuple(model_config.aux_hidden),
+    )
+
+
+def batch_to_input(batch: dict[str, Any], input_kind: str) -> jax.Array:
+    """Model input from a batched Sample dict (jit-able).
+
+    Gesture models: RGB | gesture | distance/255 | prev_mask. Context models: the gesture map
+    goes to the positive (context ADD) or negative (REMOVE) channel, or, when the batch holds
+    host-encoded `positive`/`negative`/`box` maps (`encode_context_clicks`), those are used.
+    """
+    image, prev = batch["image"], batch["prev_mask"]
+    if input_kind == "gesture":
+        distance = jnp.asarray(batch["distance"], jnp.float32) / 255.0
+        return gesture_input(image, batch["gesture"], distance, prev)
+    if input_kind != "context":
+        raise ValueError(f"input_kind must be 'gesture' or 'context', got {input_kind!r}")
+    if "positive" in batch:
+        return context_input(image, batch["positive"], batch["negative"], batch["box"], prev)
+    gesture = jnp.asarray(batch["gesture"], jnp.float32)
+    add = (jnp.asarray(batch["context"]) == 1).astype(jnp.float32)[:, None, None]
+    return context_input(image, gesture * add, gesture * (1.0 - add), None, prev)
+
+
+def encode_context_clicks(batch: dict[str, np.ndarray], max_points: int = 24) -> dict:
+    """Host-side: gestures as skeleton clicks (`to_clicks`) drawn as radius-5 disks into the
+    positive (ADD) or negative (REMOVE) map; rectangles go to the box channel as their outline.
+
+    Returns a copy of `batch` with uint8[B, H, W] maps `positive`, `negative`, `box`.
+    """
+    from dig_jax.gestures import BRUSH_RADIUS, Gesture, GestureKind, rasterize, to_clicks
+
+    gestures = np.asarray(batch["gesture"])
+    size = gestures.shape[1:3]
+    positive = np.zeros_like(gestures, dtype=np.uint8)
+    negative = np.zeros_like(positive)
+    box = np.zeros_like(positive)
+    for i, gesture_map in enumerate(gestures):
+        if int(batch["gesture_kind"][i]) == GestureKind.RECTANGLE:
+            box[i] = gesture_map > 0
+            continue
+        clicks = to_clicks(gesture_map, max_points=max_points)
+        if len(clicks) == 0:
+            continue
+        disks = np.zeros(size, np.uint8)
+        for point in clicks:
+            disks |= rasterize(Gesture(GestureKind.CLICK, point[None], False), size, BRUSH_RADIUS)
+        (positive if int(batch["context"][i]) == 1 else negative)[i] = disks
+    return {**batch, "positive": positive, "negative": negative, "box": box}

@@ -1,0 +1,237 @@
+"""Shared config skeleton for experiments/*.py and its validation.
+
+Every experiment file builds on `base_config(variant)` and edits a few fields; `validate_config`
+raises a ValueError whose message starts with the dotted name of the bad key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_collections
+
+VARIANTS = ("paper", "offline", "demo", "tiny")
+
+# Backbone sizes: full HRNet-W18-small and reduced ones for CPU runs and tests.
+FULL_BACKBONE = dict(
+    widths=(18, 36, 72, 144),
+    stem_width=64,
+    stage1_planes=64,
+    blocks=2,
+    stage_modules=(1, 3, 2),
+    head_width=96,
+)
+DEMO_BACKBONE = dict(
+    widths=(8, 16, 32, 64),
+    stem_width=16,
+    stage1_planes=8,
+    blocks=1,
+    stage_modules=(1, 1, 1),
+    head_width=32,
+)
+TINY_BACKBONE = dict(
+    widths=(4, 8, 16, 32),
+    stem_width=8,
+    stage1_planes=4,
+    blocks=1,
+    stage_modules=(1, 1, 1),
+    head_width=8,
+)
+
+
+def base_config(variant: str) -> ml_collections.ConfigDict:
+    """Gesture-agnostic single-head HRNet config for `variant` in VARIANTS.
+
+    paper: full HRNet-W18-small, 512², batch 32, 15 epochs of 30 000 samples (RITM-style epoch
+    length) on the DIG release (COCO+LVIS; point `data.sources` at your copy with --set);
+    offline: full model at 160², 3500 steps of batch 8, lr 1e-3, on ../shared/data (coco_mval
+    9/10 + bsds500_regions + procedural; validation on the held-out 1/10 of coco_mval), sized
+    for about an hour on 2 CPU cores with two models training at once;
+    demo: reduced widths (8/16/32/64) at 96² on embedded procedural scenes, a few minutes on
+    2 CPU cores; tiny: widths 4/8/16/32 at 32² on the synthetic in-memory source (tests).
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    c = ml_collections.ConfigDict()
+    c.variant = variant
+    c.seed = 0
+    c.num_devices = 0  # 0 = all devices (jax.devices()); >0 = the first n (single process only)
+    c.image_size = {"paper": 512, "offline": 160, "demo": 96, "tiny": 32}[variant]
+    c.batch_size = {"paper": 32, "offline": 8, "demo": 8, "tiny": 4}[variant]
+    c.total_steps = {"paper": 15 * 30_000 // 32, "offline": 3500, "demo": 3000, "tiny": 4}[variant]
+    c.log_every = {"paper": 100, "offline": 50, "demo": 25, "tiny": 1}[variant]
+
+    backbone = {
+        "paper": FULL_BACKBONE,
+        "offline": FULL_BACKBONE,
+        "demo": DEMO_BACKBONE,
+        "tiny": TINY_BACKBONE,
+    }[variant]
+    c.model = ml_collections.ConfigDict(dict(backbone))
+    c.model.widths = tuple(backbone["widths"])
+    c.model.stage_modules = tuple(backbone["stage_modules"])
+    c.model.input_kind = "gesture"  # "gesture" (DIG) or "context" (click-model baseline)
+    c.model.context_encoding = "gesture"  # context models: "gesture" maps or "clicks" (skeleton)
+    c.model.multihead = False
+    small = variant in ("demo", "tiny")
+    c.model.aux_reduce = 4 if variant == "tiny" else (16 if small else 48)
+    c.model.aux_pool = 4 if variant == "tiny" else (8 if small else 32)
+    c.model.aux_hidden = (16, 8) if variant == "tiny" else ((128, 64) if small else (1024, 512))
+
+    c.loss = ml_collections.ConfigDict()
+    c.loss.mask = "nfl"  # "nfl" (normalized focal) or "bce"
+    c.loss.mask_weight = 1.0
+    c.loss.context_weight = 0.0
+    c.loss.kind_weight = 0.0
+    c.loss.focal_alpha = 0.5
+    c.loss.focal_gamma = 2.0
+
+    c.optim = ml_collections.ConfigDict()
+    c.optim.lr = 3e-4 if variant in ("paper", "tiny") else 1e-3  # short CPU budgets: faster
+    c.optim.weight_decay = 1e-4
+    c.optim.schedule = "constant" if variant == "tiny" else "warmup_cosine"
+    c.optim.warmup_steps = {"paper": 500, "offline": 200, "demo": 25, "tiny": 0}[variant]
+    c.optim.grad_clip = 0.0 if variant == "tiny" else 1.0
+
+    c.data = ml_collections.ConfigDict()
+    # Source specs: "synthetic:N" (tests), or any `dig_jax.data.pipeline.resolve_source` spec;
+    # a "%train" / "%val" suffix keeps 9/10 or every 10th record (a held-out split).
+    c.data.sources = {
+        "paper": ["dig_json:../shared/dig_data/train.json:../shared/dig_data/images"],
+        "offline": ["coco_mval%train", "bsds500_regions", "procedural:1000"],
+        "demo": ["procedural:2000"],
+        "tiny": ["synthetic:64"],
+    }[variant]
+    c.data.val_sources = {
+        "paper": ["dig_json:../shared/dig_data/val.json:../shared/dig_data/images"],
+        "offline": ["coco_mval%val"],
+        "demo": ["procedural:128:777"],
+        "tiny": ["synthetic:8"],
+    }[variant]
+    c.data.multi_region_p = 0.0  # multi-region augmentation probability (dataAug: 0.2)
+    c.data.prior_p = 0.5  # probability that a training sample refines a previous mask
+    c.data.worker_count = {"paper": 8, "offline": 1, "demo": 1, "tiny": 0}[variant]  # grain workers
+
+    c.eval = ml_collections.ConfigDict()
+    c.eval.every_steps = {"paper": 2000, "offline": 500, "demo": 1000, "tiny": 0}[variant]
+    c.eval.batch_size = c.batch_size
+
+    c.checkpoint = ml_collections.ConfigDict()
+    c.checkpoint.save_every = {"paper": 1000, "offline": 250, "demo": 500, "tiny": 2}[variant]
+    c.checkpoint.keep = 3
+    c.checkpoint.async_save = variant != "tiny"
+    c.export = True  # write <workdir>/segmenter.digjax at the end
+    return c
+
+
+def _check(ok: bool, key: str, message: str, value: Any) -> None:
+    if not ok:
+        raise ValueError(f"config.{key} {message}, got {value!r}")
+
+
+def validate_config(c: ml_collections.ConfigDict, num_devices: int | None = None) -> None:
+    """Raise ValueError('config.<key> ...') on the first bad field."""
+    for key in (
+        "seed",
+        "batch_size",
+        "total_steps",
+        "image_size",
+        "log_every",
+        "model",
+        "loss",
+        "optim",
+        "data",
+        "eval",
+        "checkpoint",
+    ):
+        _check(key in c, key, "is required", None)
+    _check(c.batch_size >= 1, "batch_size", "must be >= 1", c.batch_size)
+    if num_devices:
+        _check(
+            c.batch_size % num_devices == 0,
+            "batch_size",
+            f"must be divisible by the {num_devices} devices",
+            c.batch_size,
+        )
+    _check(c.total_steps >= 1, "total_steps", "must be >= 1", c.total_steps)
+    _check(
+        c.image_size >= 32 and c.image_size % 32 == 0,
+        "image_size",
+        "must be a positive multiple of 32",
+        c.image_size,
+    )
+    _check(c.log_every >= 1, "log_every", "must be >= 1", c.log_every)
+    m = c.model
+    _check(
+        m.input_kind in ("gesture", "context"),
+        "model.input_kind",
+        "must be 'gesture' or 'context'",
+        m.input_kind,
+    )
+    _check(
+        m.context_encoding in ("gesture", "clicks"),
+        "model.context_encoding",
+        "must be 'gesture' or 'clicks'",
+        m.context_encoding,
+    )
+    _check(
+        len(m.widths) >= 2 and all(w >= 1 for w in m.widths),
+        "model.widths",
+        "must list >= 2 positive channel counts",
+        m.widths,
+    )
+    _check(
+        len(m.stage_modules) == len(m.widths) - 1,
+        "model.stage_modules",
+        f"must have len(model.widths) - 1 = {len(m.widths) - 1} entries",
+        m.stage_modules,
+    )
+    for key in ("stem_width", "stage1_planes", "blocks", "head_width", "aux_reduce", "aux_pool"):
+        _check(m[key] >= 1, f"model.{key}", "must be >= 1", m[key])
+    loss = c.loss
+    _check(loss.mask in ("nfl", "bce"), "loss.mask", "must be 'nfl' or 'bce'", loss.mask)
+    for key in ("mask_weight", "context_weight", "kind_weight", "focal_gamma"):
+        _check(loss[key] >= 0, f"loss.{key}", "must be >= 0", loss[key])
+    _check(0 <= loss.focal_alpha <= 1, "loss.focal_alpha", "must be in [0, 1]", loss.focal_alpha)
+    if (loss.context_weight > 0 or loss.kind_weight > 0) and not m.multihead:
+        raise ValueError("config.loss.context_weight/kind_weight need config.model.multihead=True")
+    o = c.optim
+    _check(o.lr > 0, "optim.lr", "must be > 0", o.lr)
+    _check(o.weight_decay >= 0, "optim.weight_decay", "must be >= 0", o.weight_decay)
+    _check(
+        o.schedule in ("constant", "warmup_cosine"),
+        "optim.schedule",
+        "must be 'constant' or 'warmup_cosine'",
+        o.schedule,
+    )
+    _check(0 <= o.warmup_steps, "optim.warmup_steps", "must be >= 0", o.warmup_steps)
+    _check(o.grad_clip >= 0, "optim.grad_clip", "must be >= 0", o.grad_clip)
+    d = c.data
+    for key in ("sources", "val_sources"):
+        specs = d[key]
+        _check(
+            isinstance(specs, (list, tuple)) and all(isinstance(x, str) for x in specs),
+            f"data.{key}",
+            "must be a list of source spec strings",
+            specs,
+        )
+    _check(len(d.sources) > 0, "data.sources", "must name at least one source", d.sources)
+    _check(0 <= d.multi_region_p <= 1, "data.multi_region_p", "must be in [0, 1]", d.multi_region_p)
+    _check(0 <= d.prior_p <= 1, "data.prior_p", "must be in [0, 1]", d.prior_p)
+    _check(d.worker_count >= 0, "data.worker_count", "must be >= 0", d.worker_count)
+    _check(c.eval.every_steps >= 0, "eval.every_steps", "must be >= 0", c.eval.every_steps)
+    _check(c.eval.batch_size >= 1, "eval.batch_size", "must be >= 1", c.eval.batch_size)
+    if num_devices:
+        _check(
+            c.eval.batch_size % num_devices == 0,
+            "eval.batch_size",
+            f"must be divisible by the {num_devices} devices",
+            c.eval.batch_size,
+        )
+    _check(
+        c.checkpoint.save_every >= 1,
+        "checkpoint.save_every",
+        "must be >= 1",
+        c.checkpoint.save_every,
+    )
+    _check(c.checkpoint.keep >= 1, "checkpoint.keep", "must be >= 1", c.checkpoint.keep)

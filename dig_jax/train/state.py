@@ -1,0 +1,73 @@
+"""Train state: a struct dataclass with step, params, BatchNorm statistics, optimizer state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+
+@struct.dataclass
+class TrainState:
+    """Everything a train step reads and writes. `tx` is static (not a pytree leaf)."""
+
+    step: jax.Array
+    params: Any
+    batch_stats: Any
+    opt_state: optax.OptState
+    tx: optax.GradientTransformation = struct.field(pytree_node=False)
+
+    @classmethod
+    def create(cls, params: Any, batch_stats: Any, tx: optax.GradientTransformation) -> TrainState:
+        return cls(
+            step=jnp.zeros((), jnp.int32),
+            params=params,
+            batch_stats=batch_stats,
+            opt_state=tx.init(params),
+            tx=tx,
+        )
+
+    def apply_gradients(self, grads: Any, batch_stats: Any) -> TrainState:
+        """One optimizer update; also stores the new BatchNorm running statistics."""
+        updates, opt_state = self.tx.update(grads, self.opt_state, self.params)
+        return self.replace(
+            step=self.step + 1,
+            params=optax.apply_updates(self.params, updates),
+            batch_stats=batch_stats,
+            opt_state=opt_state,
+        )
+
+    @property
+    def variables(self) -> dict[str, Any]:
+        """Flax variables for `model.apply` in inference mode."""
+        return {"params": self.params, "batch_stats": self.batch_stats}
+
+
+def make_schedule(optim_config: Any, total_steps: int) -> optax.Schedule:
+    """Learning rate per step: constant `lr`, or linear warm-up then cosine decay to lr/100."""
+    if optim_config.schedule == "warmup_cosine":
+        return optax.warmup_cosine_decay_schedule(
+            0.0,
+            optim_config.lr,
+            warmup_steps=optim_config.warmup_steps,
+            decay_steps=max(total_steps, optim_config.warmup_steps + 1),
+            end_value=optim_config.lr * 0.01,
+        )
+    if optim_config.schedule == "constant":
+        return optax.constant_schedule(optim_config.lr)
+    raise ValueError(
+        f"optim.schedule must be 'constant' or 'warmup_cosine', got {optim_config.schedule!r}"
+    )
+
+
+def make_optimizer(optim_config: Any, total_steps: int) -> optax.GradientTransformation:
+    """AdamW (lr, weight_decay) on `make_schedule`, with global-norm clipping if grad_clip > 0."""
+    adamw = optax.adamw(
+        make_schedule(optim_config, total_steps), weight_decay=optim_config.weight_decay
+    )
+    if optim_config.grad_clip > 0:
+        return optax.chain(optax.clip_by_global_norm(optim_config.grad_clip), adamw)
+    return adamw

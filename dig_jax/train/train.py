@@ -1,0 +1,249 @@
+"""The training loop, in one readable function: `train(config, workdir)`.
+
+config -> device mesh (`data` axis) -> abstract init (`jax.eval_shape`) + sharded init ->
+grain input (per-process batches assembled into global arrays) -> jitted, donated train step ->
+periodic RICE evaluation per gesture kind -> orbax checkpoints (auto-resume, data position
+included) -> JSONL metrics + tqdm progress -> exported segmenter file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+from tqdm.auto import tqdm
+
+from dig_jax.evaluation.scores import format_rice_table, score_batch, summarize_scores
+from dig_jax.models.interactive import batch_to_input, build_segmenter
+from dig_jax.train import checkpointing
+from dig_jax.train.config import validate_config
+from dig_jax.train.input_pipeline import make_eval_batches, make_train_iterator
+from dig_jax.train.losses import total_loss
+from dig_jax.train.state import TrainState, make_optimizer, make_schedule
+
+MULTIHOST_ENV = ("JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS", "MEGASCALE_COORDINATOR_ADDRESS")
+
+
+@dataclasses.dataclass
+class TrainResult:
+    state: TrainState
+    step: int
+    eval_metrics: dict[str, float]
+
+
+def maybe_initialize_distributed() -> None:
+    """`jax.distributed.initialize()` when launched multi-host (coordinator/SLURM/MPI env vars)."""
+    env = os.environ
+    multi = any(k in env for k in MULTIHOST_ENV) or int(env.get("SLURM_NTASKS", "1")) > 1
+    multi = multi or int(env.get("OMPI_COMM_WORLD_SIZE", "1")) > 1
+    if multi and not jax.distributed.is_initialized():
+        jax.distributed.initialize()
+
+
+def make_mesh(num_devices: int = 0) -> Mesh:
+    """1-D mesh with axis `data` over all devices, or the first `num_devices` (single host)."""
+    devices = jax.devices()
+    if num_devices:
+        if num_devices > len(devices) or jax.process_count() > 1:
+            raise ValueError(
+                f"num_devices={num_devices} needs a single host with that many devices"
+            )
+        devices = devices[:num_devices]
+    return Mesh(np.asarray(devices), ("data",))
+
+
+def init_state(model: Any, tx: optax.GradientTransformation, input_shape: tuple, key) -> TrainState:
+    variables = model.init(key, jnp.zeros(input_shape, jnp.float32), train=False)
+    return TrainState.create(variables["params"], variables.get("batch_stats", {}), tx)
+
+
+def train_step(state: TrainState, batch: dict, *, model, input_kind: str, loss_config) -> tuple:
+    """One AdamW step on a global batch; returns (new state, scalar metrics)."""
+    x = batch_to_input(batch, input_kind)
+
+    def loss_fn(params):
+        variables = {"params": params, "batch_stats": state.batch_stats}
+        outputs, updates = model.apply(variables, x, train=True, mutable=["batch_stats"])
+        loss, parts = total_loss(outputs, batch, loss_config)
+        return loss, (parts, updates["batch_stats"])
+
+    (loss, (parts, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    new_state = state.apply_gradients(grads, batch_stats)
+    return new_state, {"loss": loss, **parts, "grad_norm": optax.global_norm(grads)}
+
+
+def eval_step(variables: dict, batch: dict, *, model, input_kind: str) -> dict[str, jax.Array]:
+    """Per-sample RICE/IoU (global and local GT) of the thresholded prediction, with kinds;
+    multi-head models add per-sample context and gesture-kind correctness (0/1)."""
+    outputs = model.apply(variables, batch_to_input(batch, input_kind), train=False)
+    scores = score_batch((outputs["mask"] > 0).astype(jnp.uint8), batch)
+    if "context" in outputs:
+        context = jnp.asarray(batch["context"]) == 1
+        scores["context_acc"] = ((outputs["context"] > 0) == context).astype(jnp.float32)
+        kind = jnp.asarray(batch["gesture_kind"])
+        scores["kind_acc"] = (jnp.argmax(outputs["kind"], -1) == kind).astype(jnp.float32)
+    return scores
+
+
+def to_global(batch: dict, mesh: Mesh) -> dict[str, jax.Array]:
+    """Per-process numpy batch -> global jax.Arrays sharded over the `data` axis."""
+    sharding = NamedSharding(mesh, P("data"))
+    return {k: jax.make_array_from_process_local_data(sharding, v) for k, v in batch.items()}
+
+
+class _JsonlWriter:
+    def __init__(self, path: Path, enabled: bool):
+        self.path, self.enabled = path, enabled
+
+    def write(self, step: int, values: dict[str, Any]) -> None:
+        if self.enabled:
+            row = {"step": step, **{k: float(v) for k, v in values.items()}}
+            with self.path.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+
+
+def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -> TrainResult:
+    """Train (or resume) per `config` in `workdir`; `stop_after_steps` ends this call early
+    (with a checkpoint), as a preemption would. Returns the final state and last eval metrics."""
+    maybe_initialize_distributed()
+    mesh = make_mesh(config.num_devices)
+    validate_config(config, num_devices=mesh.size)
+    workdir = Path(workdir)
+    primary = jax.process_index() == 0
+    workdir.mkdir(parents=True, exist_ok=True)
+    if primary:
+        (workdir / "config.json").write_text(config.to_json_best_effort(indent=2))
+    writer = _JsonlWriter(workdir / "metrics.jsonl", primary)
+
+    # Model, optimizer and state: shapes first, then a sharded (replicated) init.
+    model = build_segmenter(config.model)
+    tx = make_optimizer(config.optim, config.total_steps)
+    channels = model.in_channels
+    input_shape = (config.batch_size, config.image_size, config.image_size, channels)
+    init_fn = functools.partial(init_state, model, tx, input_shape)
+    key = jax.random.key(config.seed)
+    abstract_state = jax.eval_shape(init_fn, key)
+    replicated = NamedSharding(mesh, P())
+    state_sharding = jax.tree.map(lambda _: replicated, abstract_state)
+    data_sharding = NamedSharding(mesh, P("data"))
+
+    # Input: this process's share of every global batch.
+    train_iter = make_train_iterator(config, jax.process_index(), jax.process_count())
+    eval_batches = make_eval_batches(config, jax.process_index(), jax.process_count())
+    if jax.process_count() > 1:  # every process must run the same number of eval steps
+        counts = multihost_utils.process_allgather(np.asarray(len(eval_batches)))
+        eval_batches = eval_batches[: int(np.min(counts))]
+
+    # Resume from the newest readable checkpoint, else initialise.
+    manager = checkpointing.make_manager(
+        workdir / "checkpoints",
+        save_every=config.checkpoint.save_every,
+        keep=config.checkpoint.keep,
+        async_save=config.checkpoint.async_save,
+    )
+    abstract_sharded = jax.tree.map(
+        lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
+        abstract_state,
+        state_sharding,
+    )
+    restored = checkpointing.restore_latest(manager, abstract_sharded, train_iter)
+    if restored is None:
+        start_step = 0
+        state = jax.jit(init_fn, out_shardings=state_sharding)(key)
+    else:
+        start_step, state = restored
+
+    step_fn = jax.jit(
+        functools.partial(
+            train_step, model=model, input_kind=config.model.input_kind, loss_config=config.loss
+        ),
+        in_shardings=(state_sharding, data_sharding),
+        out_shardings=(state_sharding, replicated),
+        donate_argnums=0,
+    )
+    eval_fn = jax.jit(
+        functools.partial(eval_step, model=model, input_kind=config.model.input_kind),
+        in_shardings=(replicated, data_sharding),
+        out_shardings=replicated,
+    )
+
+    evaluated_at = -1
+
+    def run_eval(step: int) -> dict[str, float]:
+        nonlocal evaluated_at
+        evaluated_at = step
+        if not eval_batches:
+            return {}
+        batches = (to_global(b, mesh) for b in eval_batches)
+        results = summarize_scores(jax.device_get(eval_fn(state.variables, b)) for b in batches)
+        writer.write(step, {f"eval/{k}": v for k, v in results.items()})
+        return results
+
+    schedule = make_schedule(config.optim, config.total_steps)
+    end_step = config.total_steps
+    if stop_after_steps is not None:
+        end_step = min(end_step, start_step + stop_after_steps)
+    eval_metrics: dict[str, float] = {}
+    bar = tqdm(
+        total=config.total_steps,
+        initial=start_step,
+        disable=not primary,
+        desc=f"train {config.get('variant', '')}",
+        unit="step",
+        dynamic_ncols=True,
+    )
+    timer, timer_step = time.perf_counter(), start_step
+    step = start_step
+    for step in range(start_step + 1, end_step + 1):
+        # Copy out of grain's shared-memory buffers so they are released right away.
+        batch = to_global({k: np.array(v) for k, v in next(train_iter).items()}, mesh)
+        state, metrics = step_fn(state, batch)
+        bar.update(1)
+        if step % config.log_every == 0 or step == end_step:
+            metrics = jax.device_get(metrics)
+            elapsed = time.perf_counter() - timer
+            rate = (step - timer_step) / max(elapsed, 1e-9)
+            bar.set_postfix(loss=f"{metrics['loss']:.4f}")
+            writer.write(
+                step,
+                {
+                    **metrics,
+                    "lr": schedule(step - 1),
+                    "steps_per_s": rate,
+                    "images_per_s": rate * config.batch_size,
+                },
+            )
+            timer, timer_step = time.perf_counter(), step
+        checkpointing.save(manager, step, state, train_iter, force=step == end_step)
+        if config.eval.every_steps and step % config.eval.every_steps == 0:
+            eval_metrics = run_eval(step)
+    bar.close()
+    if hasattr(train_iter, "close"):
+        train_iter.close()  # stops grain worker processes
+    manager.wait_until_finished()
+    manager.close()
+
+    finished = step == config.total_steps
+    if finished and evaluated_at != step:
+        eval_metrics = run_eval(step)
+    if finished and primary:
+        if eval_metrics:
+            print(format_rice_table(eval_metrics, title=f"validation after {step} steps"))
+        if config.get("export", False):
+            from dig_jax.export import save_segmenter
+
+            path = save_segmenter(workdir / "segmenter.digjax", state.variables, config)
+            print(f"exported {path}")
+    return TrainResult(state=state, step=step, eval_metrics=eval_metrics)

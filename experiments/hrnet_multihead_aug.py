@@ -1,0 +1,19 @@
+"""HRNet-multiHeadAug: the multi-head model trained with multi-region augmentation (p = 0.2).
+
+Variants: paper, offline, demo (default), tiny.
+"""
+
+from __future__ import annotations
+
+import ml_collections
+
+from dig_jax.train.config import base_config
+
+
+def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
+    config = base_config(arg or "demo")
+    config.model.multihead = True
+    config.loss.context_weight = 0.1
+    config.loss.kind_weight = 0.1
+    config.data.multi_region_p = 0.2
+    return config

@@ -1,0 +1,208 @@
+"""The training loop: device-count invariance, kill-and-resume, corrupted checkpoints, configs."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import dig_jax
+from dig_jax.models.interactive import build_segmenter
+from dig_jax.train import checkpointing
+from dig_jax.train.__main__ import apply_overrides, load_config, main
+from dig_jax.train.config import validate_config
+from dig_jax.train.input_pipeline import (
+    device_batch,
+    make_train_iterator,
+    resolve_records,
+    synthetic_sample,
+)
+from dig_jax.train.state import make_optimizer
+from dig_jax.train.train import init_state, make_mesh, to_global, train, train_step
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPERIMENTS = (
+    "hrnet_base",
+    "hrnet_dataaug",
+    "hrnet_multihead",
+    "hrnet_multihead_aug",
+    "context_baseline",
+)
+
+
+def tiny_config(total_steps: int = 4):
+    config = load_config(str(ROOT / "experiments" / "hrnet_base.py") + ":tiny")
+    config.total_steps = total_steps
+    return config
+
+
+def params_of(result) -> list[np.ndarray]:
+    return [np.asarray(x) for x in jax.tree.leaves(jax.device_get(result.state.params))]
+
+
+def exported_params(workdir: Path) -> list[np.ndarray]:
+    segmenter = dig_jax.load_segmenter(workdir / "segmenter.digjax")
+    return [np.asarray(x) for x in jax.tree.leaves(segmenter.variables["params"])]
+
+
+def test_one_step_on_4_devices_matches_1_device():
+    config = tiny_config()
+    model = build_segmenter(config.model)
+    tx = make_optimizer(config.optim, config.total_steps)
+    batch = device_batch(next(make_train_iterator(config)))
+    shape = (config.batch_size, config.image_size, config.image_size, model.in_channels)
+    results = []
+    for n in (1, 4):
+        mesh = make_mesh(n)
+        replicated = NamedSharding(mesh, P())
+        init = functools.partial(init_state, model, tx, shape)
+        abstract = jax.eval_shape(init, jax.random.key(0))
+        sharding = jax.tree.map(lambda _, r=replicated: r, abstract)
+        state = jax.jit(init, out_shardings=sharding)(jax.random.key(0))
+        step = jax.jit(
+            functools.partial(
+                train_step, model=model, input_kind="gesture", loss_config=config.loss
+            ),
+            in_shardings=(sharding, NamedSharding(mesh, P("data"))),
+            out_shardings=(sharding, replicated),
+            donate_argnums=0,
+        )
+        state, metrics = step(state, to_global(batch, mesh))
+        results.append((jax.device_get(metrics), jax.device_get(state.params)))
+    (metrics1, params1), (metrics4, params4) = results
+    assert np.isfinite(metrics1["loss"])
+    np.testing.assert_allclose(metrics4["loss"], metrics1["loss"], rtol=1e-5)
+    np.testing.assert_allclose(metrics4["grad_norm"], metrics1["grad_norm"], rtol=1e-4)
+    # Adam's first update is ~lr * sign(grad): where a gradient is ~0, summation-order noise
+    # may flip it, so parameters agree to a fraction of the learning rate (3e-4).
+    for a, b in zip(jax.tree.leaves(params1), jax.tree.leaves(params4), strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def straight_run(tmp_path_factory):
+    """4 steps through the command line (`python -m dig_jax.train`), read back from the export."""
+    workdir = tmp_path_factory.mktemp("straight")
+    config = str(ROOT / "experiments" / "hrnet_base.py") + ":tiny"
+    assert main(["--config", config, "--workdir", str(workdir), "--set", "total_steps=4"]) == 0
+    return workdir, exported_params(workdir)
+
+
+def test_straight_run_writes_metrics_table_and_export(straight_run):
+    workdir, _ = straight_run
+    rows = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    train_rows = [r for r in rows if "loss" in r]
+    assert [r["step"] for r in train_rows] == [1, 2, 3, 4]
+    assert all(np.isfinite(r["loss"]) and r["steps_per_s"] > 0 for r in train_rows)
+    assert any("eval/rice_local/all/create" in r for r in rows)
+    final = [r for r in rows if "eval/rice_local/all/refine" in r][-1]
+    assert final["step"] == 4 and -1.0 <= final["eval/rice_local/all/refine"] <= 1.0
+    assert (workdir / "segmenter.digjax").is_file()
+
+
+def test_kill_and_resume_gives_identical_parameters(straight_run, tmp_path):
+    _, straight = straight_run
+    first = train(tiny_config(), tmp_path, stop_after_steps=2)
+    assert first.step == 2
+    resumed = train(tiny_config(), tmp_path)
+    assert resumed.step == 4
+    for a, b in zip(straight, params_of(resumed), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_corrupted_latest_checkpoint_falls_back_with_warning(straight_run, tmp_path):
+    _, straight = straight_run
+    train(tiny_config(), tmp_path, stop_after_steps=2)
+    train(tiny_config(), tmp_path, stop_after_steps=1)  # checkpoint at step 3 (forced)
+    latest = tmp_path / "checkpoints" / "3" / checkpointing.STATE
+    files = [p for p in latest.rglob("*") if p.is_file()]
+    assert files
+    for path in files:
+        path.write_bytes(b"\x00garbage")
+    with pytest.warns(UserWarning, match="step 3"):
+        resumed = train(tiny_config(), tmp_path)
+    for a, b in zip(straight, params_of(resumed), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+@pytest.mark.parametrize("variant", ["paper", "offline", "demo", "tiny"])
+def test_experiment_configs_validate(name, variant):
+    config = load_config(f"{ROOT / 'experiments' / name}.py:{variant}")
+    validate_config(config, num_devices=1)
+    assert config.variant == variant
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("optim.lr", -1.0),
+        ("batch_size", 0),
+        ("model.input_kind", "clicks"),
+        ("loss.mask", "dice"),
+        ("image_size", 48),
+        ("data.multi_region_p", 1.5),
+        ("model.stage_modules", (1, 1)),
+        ("checkpoint.keep", 0),
+    ],
+)
+def test_config_validation_names_the_bad_key(key, value):
+    config = tiny_config()
+    apply_overrides(config, [f"{key}={value!r}"])
+    with pytest.raises(ValueError, match=rf"config\.{key.replace('.', '[.]')}"):
+        validate_config(config)
+
+
+def test_batch_must_divide_over_devices():
+    config = tiny_config()
+    config.batch_size = 6
+    with pytest.raises(ValueError, match=r"config\.batch_size"):
+        validate_config(config, num_devices=4)
+
+
+def test_cli_overrides_reject_unknown_keys():
+    config = tiny_config()
+    apply_overrides(config, ["total_steps=7", "optim.schedule=warmup_cosine"])
+    assert config.total_steps == 7 and config.optim.schedule == "warmup_cosine"
+    with pytest.raises(ValueError, match=r"optim\.nope"):
+        apply_overrides(config, ["optim.nope=1"])
+    apply_overrides(config, ["model.widths=[2, 4, 8, 16]", "loss.mask=bce"])
+    assert config.model.widths == (2, 4, 8, 16) and config.loss.mask == "bce"
+    with pytest.raises(ValueError, match="--set total_steps"):
+        apply_overrides(config, ["total_steps=many"])
+
+
+def test_synthetic_samples_follow_the_sample_contract():
+    a, b = synthetic_sample(3, 5, 32), synthetic_sample(3, 5, 32)
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key])
+    assert a["image"].shape == (32, 32, 3) and a["image"].dtype == np.uint8
+    for key in ("gesture", "distance", "prev_mask", "target", "region"):
+        assert a[key].shape == (32, 32) and a[key].dtype == np.uint8
+    assert bool(a["has_prev"]) and a["prev_mask"].sum() < a["region"].sum()
+    assert a["distance"][a["gesture"] == 1].max() == 0
+
+
+def test_load_config_errors_name_the_problem(tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        load_config(str(tmp_path / "missing.py") + ":demo")
+    (tmp_path / "empty.py").write_text("x = 1\n")
+    with pytest.raises(ValueError, match="get_config"):
+        load_config(str(tmp_path / "empty.py"))
+    with pytest.raises(ValueError, match="variant"):
+        load_config(str(ROOT / "experiments" / "hrnet_base.py") + ":huge")
+
+
+def test_holdout_split_is_disjoint_and_complete():
+    train_ids = [r.image_id for r in resolve_records("procedural:25%train", 32)]
+    val_ids = [r.image_id for r in resolve_records("procedural:25%val", 32)]
+    assert len(val_ids) == 3 and len(train_ids) == 22
+    assert not set(train_ids) & set(val_ids)
+    with pytest.raises(ValueError, match="%train or %val"):
+        resolve_records("procedural:25%test", 32)
