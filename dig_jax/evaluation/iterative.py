@@ -1,0 +1,103 @@
+"""Iterative protocol: NoG/NoC — gestures until the mask reaches an IoU threshold.
+
+Interaction 1 is a creation gesture on the region's largest part. Each later interaction aims a
+gesture of the same kind at the largest error component of the current mask (missing pixels:
+ADD, extra pixels: REMOVE), with the current mask as the previous mask. The IoU against the
+whole region (void ignored) is recorded after each interaction, `max_interactions` in all;
+NoG@t is the first interaction reaching IoU >= t (else the maximum), NoF the failures.
+Instances are processed as a batch: one model call per interaction for the whole batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from dig_jax.data.regions import VOID, components
+from dig_jax.data.samples import gesture_maps, make_sample
+from dig_jax.evaluation.predictors import Predictor
+from dig_jax.evaluation.protocol import stack
+from dig_jax.gestures import simulate_creation, simulate_refinement
+from dig_jax.gestures.types import Context, GestureKind
+from dig_jax.metrics import MAX_INTERACTIONS, iou, noc
+
+
+def largest_error(pred: np.ndarray, gt: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """(component bool[H, W], context) of the largest error of `pred` against `gt` (255 = void),
+    or None when `pred` has no error."""
+    valid = gt != VOID
+    best = None
+    for context, error in (
+        (Context.ADD, (gt == 1) & (pred == 0) & valid),
+        (Context.REMOVE, (gt == 0) & (pred == 1) & valid),
+    ):
+        for comp in components(error):
+            area = int(comp.sum())
+            if best is None or area > best[2]:
+                best = (comp.astype(bool), int(context), area)
+    return None if best is None else best[:2]
+
+
+def iterative_ious(
+    predict: Predictor,
+    items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    kind: int,
+    *,
+    seed: int = 0,
+    max_interactions: int = MAX_INTERACTIONS,
+) -> np.ndarray:
+    """IoU after each interaction, float64[len(items), max_interactions].
+
+    `items`: (image uint8[H,W,3], gt uint8[H,W] {0,1,255}, first target bool[H,W]) triples of
+    one shape. An instance whose mask has no error left keeps its IoU for the remaining steps.
+    """
+    n = len(items)
+    ious = np.zeros((n, max_interactions))
+    preds = [np.zeros(gt.shape, np.uint8) for _, gt, _ in items]
+    rngs = [np.random.default_rng([seed, i, int(kind)]) for i in range(n)]
+    done = np.zeros(n, bool)
+    for step in range(max_interactions):
+        samples, active = [], []
+        for i, (image, gt, first) in enumerate(items):
+            if done[i]:
+                continue
+            if step == 0:
+                gesture = simulate_creation(GestureKind(kind), first, rngs[i])
+                context, prev = Context.ADD, None
+            else:
+                error = largest_error(preds[i], gt)
+                if error is None:
+                    done[i] = True
+                    continue
+                gesture = simulate_refinement(GestureKind(kind), error[0], error[1], rngs[i])
+                context, prev = error[1], preds[i]
+            raster, dist = gesture_maps(gesture, gt.shape)
+            samples.append(make_sample(
+                image=image, gesture_map=raster, distance=dist, prev_mask=prev, target=gt,
+                region=gt == 1, kind=kind, context=context, image_id=str(i), instance_id=i,
+            ))  # fmt: skip
+            active.append(i)
+        if active:
+            masks = predict(stack(samples))
+            for i, mask in zip(active, masks, strict=True):
+                preds[i] = mask.astype(np.uint8)
+        for i, (_, gt, _) in enumerate(items):
+            ious[i, step] = iou(preds[i], gt)
+    return ious
+
+
+def nog(
+    predict: Predictor,
+    items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    kind: int,
+    *,
+    thresholds: Sequence[float] = (0.85, 0.90),
+    seed: int = 0,
+    max_interactions: int = MAX_INTERACTIONS,
+) -> dict[str, np.ndarray]:
+    """`noc(...)` of `iterative_ious` plus the trajectories under `ious`."""
+    ious = iterative_ious(predict, items, kind, seed=seed, max_interactions=max_interactions)
+    out = noc(ious, thresholds, max_interactions)
+    out["ious"] = ious
+    return out
