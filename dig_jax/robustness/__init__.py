@@ -1,0 +1,1 @@
+"""Prompt-robustness tools: BREPS box attacks (breps/) and realistic clicks (rclicks/)."""

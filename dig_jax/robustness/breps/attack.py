@@ -1,0 +1,297 @@
+"""The BREPS white-box box attack: Adam on the box coordinates through the model (jax.grad).
+
+For one instance (image, GT) the box starts at the tight box of the GT and takes `steps` Adam
+steps on  loss(box) = s · Dice(sigmoid(logits(box)), GT) − λ · log p(CIoU(box, tight)),
+s = +1 to find the worst plausible box (mode "min") and −1 for the best (mode "max"); the prior
+term is skipped where CIoU = 0. The learning rate is lr_mult · √(H² + W²) / (1024 · √2) px,
+the box is projected back to a valid box (x1 + min_size <= x2 inside the image, same for y)
+after every step so the model never sees an invalid box, and the best step (step 0 included,
+judged by the hard IoU of logits > 0) is kept. `lax.scan` runs the steps, `vmap` the instances.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from dig_jax.metrics import iou, tight_box
+from dig_jax.robustness.breps.prior import BREPS_GAMMA, GammaParams, realism_logpdf
+
+PredictLogits = Callable[[jax.Array], jax.Array]  # x f32[B, H, W, C] -> logits f32[B, H, W]
+EncodeBox = Callable[[jax.Array, jax.Array], jax.Array]  # (box f32[4], image f32[H,W,3]) -> x
+VOID = 255
+DICE_SMOOTH = 1.0
+
+
+class AttackResult(NamedTuple):
+    """Outcome of one attack (batched versions add a leading instance axis to every field).
+
+    box f32[4]: the best box found; iou: its mask IoU; iou_tight: IoU at step 0 (tight box);
+    best_step i32 (0 = the tight box); boxes f32[S+1, 4], ious f32[S+1], losses f32[S+1]: the
+    whole trajectory, step 0 first; tight f32[4]: the starting (tight) box.
+    """
+
+    box: jax.Array
+    iou: jax.Array
+    iou_tight: jax.Array
+    best_step: jax.Array
+    boxes: jax.Array
+    ious: jax.Array
+    losses: jax.Array
+    tight: jax.Array
+
+
+def attack_lr(height: Any, width: Any, lr_mult: float = 9.0) -> Any:
+    """BREPS step size in px: lr_mult · √(H² + W²) / (1024 · √2)."""
+    return lr_mult * jnp.sqrt(jnp.square(height) + jnp.square(width)) / (1024.0 * math.sqrt(2.0))
+
+
+def project_box(box: jax.Array, bounds: jax.Array, min_size: float = 1.0) -> jax.Array:
+    """Nearest valid box: x1 + min_size <= x2 within [0, W], y likewise; `bounds` = (W, H).
+
+    Too small (or inverted) boxes grow symmetrically about their centre; boxes sticking out of
+    the image are cropped. Requires W, H >= min_size.
+    """
+
+    def axis(lo: jax.Array, hi: jax.Array, n: jax.Array) -> tuple[jax.Array, jax.Array]:
+        half = jnp.maximum((hi - lo) / 2, min_size / 2)
+        centre = jnp.clip((lo + hi) / 2, min_size / 2, n - min_size / 2)
+        return jnp.maximum(centre - half, 0.0), jnp.minimum(centre + half, n)
+
+    x1, x2 = axis(box[..., 0], box[..., 2], bounds[..., 0])
+    y1, y2 = axis(box[..., 1], box[..., 3], bounds[..., 1])
+    return jnp.stack([x1, y1, x2, y2], axis=-1)
+
+
+def soft_dice(prob: jax.Array, gt: jax.Array, void: int = VOID) -> jax.Array:
+    """Smoothed Dice (2Σpg + 1) / (Σp + Σg + 1) over `[..., H, W]`, ignoring void GT pixels."""
+    valid = (gt != void).astype(prob.dtype)
+    g = (gt == 1).astype(prob.dtype)
+    p = prob * valid
+    inter = jnp.sum(p * g, axis=(-2, -1))
+    return (2 * inter + DICE_SMOOTH) / (jnp.sum(p, (-2, -1)) + jnp.sum(g, (-2, -1)) + DICE_SMOOTH)
+
+
+def start_box(gt: jax.Array, bounds: jax.Array, min_size: float = 1.0) -> jax.Array:
+    """Tight box of the GT pixels equal to 1 (whole valid image if there are none), made valid."""
+    tight = tight_box(gt)
+    full = jnp.stack([0.0, 0.0, bounds[0], bounds[1]]).astype(jnp.float32)
+    empty = jnp.all(tight == 0)
+    return project_box(jnp.where(empty, full, tight), bounds, min_size)
+
+
+def adam_search(
+    objective: Callable[[Any], tuple[jax.Array, tuple[jax.Array, Any]]],
+    params: Any,
+    gt: jax.Array,
+    *,
+    lr: jax.Array,
+    steps: int,
+    find_min: Any,
+    project: Callable[[Any], Any] = lambda p: p,
+) -> tuple[Any, jax.Array, jax.Array, jax.Array]:
+    """Adam (optax.scale_by_adam, step `lr`) on `objective(params) -> (loss, (logits, shown))`,
+    `project` after every step, `lax.scan` over `steps`. `shown` is what the model saw (a box,
+    points). Returns (shown [S+1, ...], hard IoUs [S+1] of logits > 0 vs gt, losses [S+1],
+    best step: first argmin (find_min, may be traced) or argmax of the IoUs, step 0 included)."""
+    grad_fn = jax.value_and_grad(objective, has_aux=True)
+    adam = optax.scale_by_adam()
+
+    def step(carry: Any, _: None) -> tuple[Any, Any]:
+        params, state = carry
+        (loss, (logits, shown)), grad = grad_fn(params)
+        grad = jax.tree.map(lambda g: jnp.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0), grad)
+        updates, state = adam.update(grad, state)
+        params = project(jax.tree.map(lambda p, u: p - lr * u, params, updates))
+        return (params, state), (shown, iou(logits > 0, gt), loss)
+
+    (last, _), (shown, ious, losses) = jax.lax.scan(
+        step, (params, adam.init(params)), None, length=steps
+    )
+    last_loss, (last_logits, last_shown) = objective(last)
+    shown = jax.tree.map(lambda a, b: jnp.concatenate([a, b[None]]), shown, last_shown)
+    ious = jnp.concatenate([ious, iou(last_logits > 0, gt)[None]])
+    losses = jnp.concatenate([losses, last_loss[None]])
+    best = jnp.where(find_min, jnp.argmin(ious), jnp.argmax(ious)).astype(jnp.int32)
+    return shown, ious, losses, best
+
+
+def _attack_one(
+    image: jax.Array,
+    gt: jax.Array,
+    bounds: jax.Array,
+    lr_mult: jax.Array,
+    lam: jax.Array,
+    sign: jax.Array,
+    *,
+    predict_logits: PredictLogits,
+    encode_box: EncodeBox,
+    steps: int,
+    min_size: float,
+    prior: GammaParams,
+) -> AttackResult:
+    image = image.astype(jnp.float32)
+    tight = start_box(gt, bounds, min_size)
+
+    def objective(box: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+        logits = predict_logits(encode_box(box, image)[None])[0]
+        dice = soft_dice(jax.nn.sigmoid(logits), gt)
+        logp = realism_logpdf(box, tight, prior, skip_exact=True)
+        return sign * dice - lam * logp, (logits, box)
+
+    boxes, ious, losses, best = adam_search(
+        objective,
+        tight,
+        gt,
+        lr=attack_lr(bounds[1], bounds[0], lr_mult),
+        steps=steps,
+        find_min=sign > 0,
+        project=lambda b: project_box(b, bounds, min_size),
+    )
+    return AttackResult(boxes[best], ious[best], ious[0], best, boxes, ious, losses, tight)
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(
+    predict_logits: PredictLogits,
+    encode_box: EncodeBox,
+    steps: int,
+    min_size: float,
+    prior: GammaParams,
+    batched: bool,
+) -> Callable[..., AttackResult]:
+    fn = functools.partial(
+        _attack_one,
+        predict_logits=predict_logits,
+        encode_box=encode_box,
+        steps=steps,
+        min_size=min_size,
+        prior=prior,
+    )
+    if batched:
+        fn = jax.vmap(fn, in_axes=(0, 0, 0, None, None, None))
+    return jax.jit(fn)
+
+
+def _check(mode: str, steps: int, image: Any, gt: Any, lead: int, min_size: float) -> None:
+    if mode not in ("min", "max"):
+        raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
+    if int(steps) < 0:
+        raise ValueError(f"steps must be >= 0, got {steps}")
+    if image.ndim != lead + 3 or image.shape[-1] != 3:
+        raise ValueError(
+            f"image must have shape {'[B, ' if lead else '['}H, W, 3], got {image.shape}"
+        )
+    if gt.shape != image.shape[:-1]:
+        raise ValueError(f"gt must have shape {image.shape[:-1]} (image's), got {gt.shape}")
+    if min(image.shape[-3:-1]) < min_size:
+        raise ValueError(f"image is smaller than min_size={min_size} px: {image.shape}")
+
+
+def _check_bounds(bounds: Any, image: jax.Array, lead: int, min_size: float) -> jax.Array:
+    h, w = image.shape[-3], image.shape[-2]
+    if bounds is None:
+        return jnp.tile(jnp.array([w, h], jnp.float32), (*image.shape[:lead], 1))
+    arr = np.asarray(bounds, np.float32)
+    if arr.shape != (*image.shape[:lead], 2):
+        raise ValueError(
+            f"bounds must have shape {(*image.shape[:lead], 2)} (W, H), got {arr.shape}"
+        )
+    if (arr < min_size).any() or (arr[..., 0] > w).any() or (arr[..., 1] > h).any():
+        raise ValueError(f"bounds (W, H) must lie in [min_size={min_size}, image size ({w}, {h})]")
+    return jnp.asarray(arr)
+
+
+def _sign(mode: str) -> jax.Array:
+    return jnp.float32(1.0 if mode == "min" else -1.0)
+
+
+def _default_encoder() -> EncodeBox:
+    from dig_jax.robustness.breps.encode import encode_box_gesture
+
+    return encode_box_gesture
+
+
+def breps_attack(
+    predict_logits: PredictLogits,
+    image: Any,
+    gt: Any,
+    *,
+    mode: str = "min",
+    steps: int = 50,
+    lr_mult: float = 9.0,
+    lam: float = 0.1,
+    encode_box: EncodeBox | None = None,
+    bounds: Any = None,
+    min_size: float = 1.0,
+    prior: GammaParams = BREPS_GAMMA,
+) -> AttackResult:
+    """Attack one instance: image uint8/float [H, W, 3] (0..255), gt uint8 [H, W] {0, 1, 255}.
+
+    `predict_logits`: x f32[B, H, W, C] -> logits f32[B, H, W]; `encode_box(box, image)` builds
+    the model input f32[H, W, C] from a box (default: the gesture-agnostic encoding).
+    `bounds` (W, H) limits boxes to the valid (unpadded) part of the image; default the image.
+    Compiled once per (callables, steps, min_size, prior) and input shape; both modes share it.
+    """
+    image, gt = jnp.asarray(image), jnp.asarray(gt)
+    _check(mode, steps, image, gt, 0, min_size)
+    bounds = _check_bounds(bounds, image, 0, min_size)
+    fn = _compiled(
+        predict_logits,
+        encode_box or _default_encoder(),
+        int(steps),
+        float(min_size),
+        GammaParams(*prior),
+        False,
+    )
+    return fn(
+        image,
+        gt,
+        jnp.asarray(bounds, jnp.float32),
+        jnp.float32(lr_mult),
+        jnp.float32(lam),
+        _sign(mode),
+    )
+
+
+def breps_attack_batch(
+    predict_logits: PredictLogits,
+    images: Any,
+    gts: Any,
+    *,
+    mode: str = "min",
+    steps: int = 50,
+    lr_mult: float = 9.0,
+    lam: float = 0.1,
+    encode_box: EncodeBox | None = None,
+    bounds: Any = None,
+    min_size: float = 1.0,
+    prior: GammaParams = BREPS_GAMMA,
+) -> AttackResult:
+    """`breps_attack` vmapped over instances: images [B, H, W, 3], gts [B, H, W], bounds [B, 2]."""
+    images, gts = jnp.asarray(images), jnp.asarray(gts)
+    _check(mode, steps, images, gts, 1, min_size)
+    bounds = _check_bounds(bounds, images, 1, min_size)
+    fn = _compiled(
+        predict_logits,
+        encode_box or _default_encoder(),
+        int(steps),
+        float(min_size),
+        GammaParams(*prior),
+        True,
+    )
+    return fn(
+        images,
+        gts,
+        jnp.asarray(bounds, jnp.float32),
+        jnp.float32(lr_mult),
+        jnp.float32(lam),
+        _sign(mode),
+    )

@@ -1,0 +1,79 @@
+"""Real-user boxes in the BREPS folder layout, on a synthetic folder with known answers."""
+
+from __future__ import annotations
+
+import cv2
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dig_jax.robustness.breps import soft_box_fill
+from dig_jax.robustness.breps.prepare import letterbox
+from dig_jax.robustness.breps.user_boxes import evaluate_user_boxes, scan_user_boxes
+
+
+def encode_fill(box, image):
+    return jnp.concatenate([image, soft_box_fill(box, image.shape[:2], 0.05)[..., None]], axis=-1)
+
+
+def box_is_mask(x):
+    return 50.0 * (x[..., 3] - 0.5)
+
+
+def rect(shape, x1, y1, x2, y2, value=255):
+    m = np.zeros(shape, np.uint8)
+    m[y1:y2, x1:x2] = value
+    return m
+
+
+@pytest.fixture
+def folder(tmp_path):
+    for d in ("images", "masks", "user_masks"):
+        (tmp_path / d).mkdir()
+    shape = (32, 40)
+    cv2.imwrite(str(tmp_path / "images" / "cat.jpg"), np.full((*shape, 3), 90, np.uint8))
+    gt = rect(shape, 10, 8, 30, 24)  # 20 x 16 = 320 px
+    gt[8, 10:30] = 128  # void row
+    cv2.imwrite(str(tmp_path / "masks" / "cat.png"), gt)
+    cv2.imwrite(str(tmp_path / "user_masks" / "cat_1_u1.png"), rect(shape, 10, 8, 30, 24))
+    cv2.imwrite(str(tmp_path / "user_masks" / "cat_1_u2.png"), rect(shape, 10, 9, 30, 24, 1))
+    cv2.imwrite(str(tmp_path / "user_masks" / "cat_1_u3.png"), rect(shape, 0, 0, 40, 32))
+    cv2.imwrite(str(tmp_path / "user_masks" / "cat_1_u4.png"), np.zeros(shape, np.uint8))
+    cv2.imwrite(str(tmp_path / "masks" / "dog.png"), gt)  # no image: skipped
+    return tmp_path
+
+
+def test_scan_reads_boxes_and_reports_problems(folder):
+    instances, problems = scan_user_boxes(folder)
+    assert [i.stem for i in instances] == ["cat"]
+    np.testing.assert_array_equal(
+        instances[0].boxes, [[10, 8, 30, 24], [10, 9, 30, 24], [0, 0, 40, 32]]
+    )
+    assert any("dog: no image" in p for p in problems)
+    assert any("cat_1_u4.png is empty" in p for p in problems)
+
+
+def test_evaluate_known_answer(folder):
+    out = evaluate_user_boxes(box_is_mask, encode_fill, folder, progress=False)
+    # GT object = rows 9..23 (row 8 is void) x cols 10..29 = 300 px.
+    expected = [1.0, 1.0, 300 / (32 * 40 - 20)]
+    np.testing.assert_allclose(out["per_instance"]["cat"], expected, atol=1e-6)
+    assert out["mean_iou"] == pytest.approx(np.mean(expected))
+    assert out["std_iou"] == pytest.approx(np.std(expected))
+    assert out["n_boxes"] == 3 and out["n_instances"] == 1 and len(out["skipped"]) == 2
+
+
+def test_letterbox_keeps_boxes_on_the_photo():
+    image = np.zeros((30, 60, 3), np.uint8)
+    gt = rect((30, 60), 10, 5, 50, 25, 1)
+    lb = letterbox(image, gt, 32)
+    assert lb.image.shape == (32, 32, 3) and lb.gt.shape == (32, 32)
+    np.testing.assert_allclose(lb.bounds, [32, 16])
+    assert (lb.gt[16:] == 255).all() and set(np.unique(lb.gt[:16])) <= {0, 1}
+    with pytest.raises(ValueError, match="gt must have shape"):
+        letterbox(image, gt[:-1], 32)
+
+
+def test_missing_folders_raise(tmp_path):
+    with pytest.raises(ValueError, match="lacks folder"):
+        scan_user_boxes(tmp_path)
