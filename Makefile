@@ -6,8 +6,10 @@ STAMP := $(VENV)/.installed-stamp
 CONFIG ?= experiments/hrnet_dataaug.py:demo
 WORKDIR ?= workdirs/$(basename $(notdir $(firstword $(subst :, ,$(CONFIG)))))_$(lastword $(subst :, ,$(CONFIG)))
 PYTEST_ARGS ?=
+CHECKPOINT ?= checkpoints/hrnet_dataaug_offline.digjax
+DATASETS ?= grabcut,berkeley
 
-.PHONY: venv train test lint format bench notebooks clean
+.PHONY: venv train test lint format bench notebooks attack evaluate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +35,12 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	@for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f --quick || exit 1; done
+
+attack: $(STAMP)
+	$(BIN)/python -m dig_jax.attack --checkpoint $(CHECKPOINT) --datasets $(DATASETS) --out results/breps
+
+evaluate: $(STAMP)
+	$(BIN)/python -m dig_jax.evaluate --checkpoint $(CHECKPOINT) --datasets $(DATASETS) --out results/eval
 
 notebooks: $(STAMP)
 	$(BIN)/python -m dig_jax.notebooks $(NOTEBOOKS)

@@ -1,0 +1,34 @@
+"""`dig-jax` command: one entry point for the module CLIs.
+
+dig-jax train --config experiments/hrnet_dataaug.py:demo --workdir workdirs/demo
+dig-jax evaluate --checkpoint FILE.digjax --datasets grabcut,berkeley
+dig-jax attack --checkpoint FILE.digjax --datasets grabcut,berkeley
+dig-jax build --source grabcut --out build/dig
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "train": "dig_jax.train.__main__",
+    "evaluate": "dig_jax.evaluate",
+    "attack": "dig_jax.attack",
+    "build": "dig_jax.data.build",
+    "notebooks": "dig_jax.notebooks",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in COMMANDS:
+        names = ", ".join(COMMANDS)
+        print(f"usage: dig-jax {{{names}}} [args...]  (each takes --help)", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[argv[0]])
+    return int(module.main(argv[1:]) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
