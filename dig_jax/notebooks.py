@@ -12,8 +12,9 @@ from pathlib import Path
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 
 
-def run_notebook(path: Path, timeout: int = 900) -> Path:
-    """Execute one paired `.py` notebook (cwd = notebooks/) and save it as `.ipynb`."""
+def run_notebook(path: Path, timeout: int = 900, output_dir: Path | None = None) -> Path:
+    """Execute one paired `.py` notebook (cwd = notebooks/) and save it as `.ipynb` beside it,
+    or in `output_dir`."""
     import jupytext
     import nbformat
     from nbclient import NotebookClient
@@ -25,7 +26,7 @@ def run_notebook(path: Path, timeout: int = 900) -> Path:
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
     ).execute()
-    out = path.with_suffix(".ipynb")
+    out = (Path(output_dir) / path.name if output_dir else path).with_suffix(".ipynb")
     nbformat.write(notebook, out)
     return out
 

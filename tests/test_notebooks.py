@@ -1,0 +1,21 @@
+"""Every notebook in notebooks/ runs top to bottom (jupytext -> nbclient).
+
+They use small subsets and fall back to generated data when the real photos are absent.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dig_jax.notebooks import NOTEBOOK_DIR, run_notebook
+
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("[0-9]*.py"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs(path: Path, tmp_path: Path):
+    out = run_notebook(path, timeout=600, output_dir=tmp_path)
+    assert out.is_file() and out.stat().st_size > 0

@@ -1,0 +1,26 @@
+"""Training-curve figure from metrics.jsonl."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dig_jax.train.curves import plot_curves, read_metrics
+
+
+def test_plot_curves_writes_png(tmp_path):
+    rows = [{"step": s, "loss": 1.0 / s, "lr": 1e-3} for s in range(1, 30)]
+    rows.append({"step": 29, "eval/rice_local/all/create": 0.5, "eval/rice_local/all/refine": 0.1})
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert len(read_metrics(path)) == 30
+    out = plot_curves(path, tmp_path / "fig" / "curves.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_line_names_file_and_line(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1}\nnot json\n')
+    with pytest.raises(ValueError, match=r"metrics.jsonl:2: not JSON"):
+        read_metrics(path)
