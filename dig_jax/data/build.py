@@ -1,13 +1,15 @@
 """Precompute a static DIG-style dataset: `python -m dig_jax.data.build --source SPEC --out DIR`.
 
-For every region: creation samples for every part x gesture kind (each with a multi-region
-variant, same gesture, when another disjoint region exists: that region is the correct previous
-mask and joins the GT), and one synthetic prior whose every correction x kind is a refinement
-sample. Writes `DIR/dig.json` (DIG release format, masks as COCO RLE),
+For every region (>= 300 non-void px): creation samples for every part x gesture kind (each
+with a multi-region variant, same gesture, when another disjoint region exists: that region is
+the correct previous mask and joins the local target, which keeps its void, written as `mul_gt`
++ `mul_gt_void`, and the global GT), and one synthetic prior whose every correction x kind is a
+refinement sample. Writes `DIR/dig.json` (DIG release format, masks as COCO RLE),
 `DIR/images/` (original bytes, or PNG when resized / procedural) and `DIR/summary.json`, and
 prints a summary like Table 4 of DIG; `--tfds-dir D` also packs the samples as ArrayRecord
 files of the TFDS builder `dig_jax.data.tfds_builder.DigSamples`. Bad items are reported with
-their file name, skipped and counted. Read the result back with
+their file name, skipped and counted: unreadable or inconsistent files (every source raises
+ValueError for them) and items a COCO JSON file cannot list. Read the result back with
 `dig_jax.data.sources.dig_json(DIR/dig.json, DIR/images)` or the source spec
 "dig_json:DIR/dig.json:DIR/images".
 """
@@ -29,8 +31,9 @@ from tqdm import tqdm
 from dig_jax.data.pipeline import resolve_source
 from dig_jax.data.priors import PriorUnreachableError, find_corrections, synthesize_prior
 from dig_jax.data.regions import disjoint_regions, extract_regions
-from dig_jax.data.samples import creation_sample, refinement_sample
+from dig_jax.data.samples import creation_sample, join_region, refinement_sample
 from dig_jax.data.sources.benchmark_folder import scan_benchmark_folder
+from dig_jax.data.sources.coco_json import scan_coco_json
 from dig_jax.data.sources.dig_json import DigRowWriter, write_dig_json
 from dig_jax.data.sources.record import LoadedRecord, Record, resize_loaded
 from dig_jax.gestures.types import Context, GestureKind
@@ -45,6 +48,11 @@ def _records_and_problems(spec: str, size: tuple[int, int]) -> tuple[list, list[
         return scan_benchmark_folder(data_root() / kind)
     if kind == "folder":
         return scan_benchmark_folder(Path(rest))
+    if kind == "coco_json":
+        path, sep, image_dir = rest.rpartition(":")
+        if not sep or not path:
+            raise ValueError(f"sources: {spec!r} must be coco_json:FILE.json:IMAGE_DIR")
+        return scan_coco_json(path, image_dir)
     return resolve_source(spec, image_size=size), []
 
 
@@ -72,7 +80,7 @@ def build_record(
     multi: bool = True,
 ) -> None:
     """Append every sample of one loaded record to `writer`, counting them in `stats`."""
-    regions = extract_regions(loaded.instances, loaded.instance_ids)
+    regions = extract_regions(loaded.instances, loaded.instance_ids, void=loaded.void)
     stats["regions"] += len(regions)
     stats["parts"] += sum(r.num_parts for r in regions if r.num_parts > 1)
     image, void, image_id = loaded.image, loaded.void, loaded.image_id
@@ -82,7 +90,7 @@ def build_record(
             try:
                 prior = synthesize_prior(image, region.mask, rng, void=void)
                 corrections = find_corrections(prior, region.mask, void)
-            except PriorUnreachableError:
+            except (PriorUnreachableError, ValueError):  # ValueError: e.g. void where it matters
                 stats["prior unreachable"] += 1
         writer.set_object(region.instance_id, region.mask, prior if corrections else None)
         others = disjoint_regions([r for r in regions if r is not region], region.mask)
@@ -92,8 +100,9 @@ def build_record(
                 mul = None
                 if multi and others:
                     other = others[int(rng.integers(len(others)))]
+                    joined = join_region(s, other.mask)  # local target keeps its void
                     mul = dict(obj_id=other.instance_id, gesture=kind, annotation=s["gesture"],
-                               gt=region.mask | other.mask, prior=other.mask)  # fmt: skip
+                               gt=joined["target"], prior=joined["prev_mask"])  # fmt: skip
                     stats["multi-region"] += 1
                 writer.add_sample(obj_id=region.instance_id, target=s["target"],
                                   annotation=s["gesture"], gesture=kind, mode=Context.ADD,
@@ -157,7 +166,8 @@ def build(
             try:
                 loaded = record.load()
             except ValueError as err:
-                print(f"bad item: {err}", file=sys.stderr)
+                where = "" if record.describe in str(err) else f"{record.describe}: "
+                print(f"bad item: {where}{err}", file=sys.stderr)
                 stats["bad items"] += 1
                 continue
             resized = image_size is not None and loaded.shape != size

@@ -13,13 +13,17 @@ Order of operations per element (a `Record`, or a static `DigEntry` / `TfdsEntry
 3. with probability `multi_region_prob` another disjoint region joins the previous mask and GT
    (records only: static samples are used as built, multi-region variants included);
 4. batch (a leading axis on every field).
-Records that fail to load are logged and skipped; records without a usable region yield nothing.
+Bad items never stop the pipeline: a record or entry whose loading or sampling raises ValueError
+(every source reports a corrupt file or field that way), and a row a JSON source cannot list,
+is logged, skipped and counted (`bad_item_count()`, per process: grain worker processes keep
+their own counts). Records without a usable region yield nothing (not counted as bad).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,13 +35,28 @@ import numpy as np
 from dig_jax.data.samples import ALL_KINDS, Sample, distance_uint8, random_sample
 from dig_jax.data.sources.benchmark_folder import benchmark_folder
 from dig_jax.data.sources.bsds_regions import bsds_regions
-from dig_jax.data.sources.coco_json import coco_json
-from dig_jax.data.sources.dig_json import DigEntry, dig_json
+from dig_jax.data.sources.coco_json import scan_coco_json
+from dig_jax.data.sources.dig_json import DigEntry, scan_dig_json
 from dig_jax.data.sources.procedural import procedural
 from dig_jax.data.sources.record import Record, resize_loaded
 from dig_jax.paths import data_root
 
 log = logging.getLogger(__name__)
+_bad_items = [0]
+_bad_items_lock = threading.Lock()
+
+
+def report_bad_item(message: str) -> None:
+    """Log a skipped bad item and count it (see `bad_item_count`)."""
+    with _bad_items_lock:
+        _bad_items[0] += 1
+    log.warning("skipping bad item: %s", message)
+
+
+def bad_item_count() -> int:
+    """Bad items skipped so far in this process (unlistable rows, failed loads or samples)."""
+    with _bad_items_lock:
+        return _bad_items[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,6 +118,7 @@ def resolve_source(spec: str, *, image_size: tuple[int, int] = (256, 256)) -> li
     "bsds500_regions[/train|/val]"; "folder:PATH" (a benchmark-style folder);
     "bsds:PATH"; "coco_json:ANNOTATIONS.json:IMAGE_DIR"; "dig_json:FILE.json:IMAGE_DIR";
     "tfds:DATA_DIR" (a prepared `dig_jax.data.tfds_builder.DigSamples`, split train).
+    Items a JSON source cannot list are reported and counted (`report_bad_item`), not returned.
     """
     kind, _, rest = spec.partition(":")
     if kind == "procedural":
@@ -123,7 +143,11 @@ def resolve_source(spec: str, *, image_size: tuple[int, int] = (256, 256)) -> li
         path, sep, image_dir = rest.rpartition(":")
         if not sep or not path:
             raise ValueError(f"sources: {spec!r} must be {kind}:FILE.json:IMAGE_DIR")
-        return coco_json(path, image_dir) if kind == "coco_json" else dig_json(path, image_dir)
+        scan = scan_coco_json if kind == "coco_json" else scan_dig_json
+        items, problems = scan(path, image_dir)
+        for problem in problems:
+            report_bad_item(problem)
+        return items
     raise ValueError(f"sources: unknown source spec {spec!r}")
 
 
@@ -143,7 +167,8 @@ def resize_sample(sample: Sample, size: tuple[int, int]) -> Sample:
 @dataclasses.dataclass(frozen=True)
 class SampleTransform:
     """grain random-map transform: a Record, or a prebuilt sample (DigEntry, TfdsEntry:
-    anything with `.load() -> Sample`) + rng -> Sample (or None to skip)."""
+    anything with `.load() -> Sample`) + rng -> Sample, or None to skip (a ValueError while
+    loading or sampling is reported and counted by `report_bad_item`)."""
 
     size: tuple[int, int]
     prior_prob: float
@@ -155,13 +180,14 @@ class SampleTransform:
             if not isinstance(element, Record):
                 return resize_sample(element.load(), self.size)
             loaded = resize_loaded(element.load(), self.size)
+            return random_sample(
+                loaded, rng, prior_prob=self.prior_prob,
+                multi_region_prob=self.multi_region_prob, kinds=self.kinds,
+            )  # fmt: skip
         except ValueError as err:
-            log.warning("skipping bad item: %s", err)
+            name = getattr(element, "describe", "") if isinstance(element, Record) else ""
+            report_bad_item(f"{name}: {err}" if name and name not in str(err) else str(err))
             return None
-        return random_sample(
-            loaded, rng, prior_prob=self.prior_prob,
-            multi_region_prob=self.multi_region_prob, kinds=self.kinds,
-        )  # fmt: skip
 
 
 def _as_config(config: Any, overrides: Mapping[str, Any]) -> PipelineConfig:

@@ -109,18 +109,31 @@ def synthesize_prior(
 
     Args:
       image: RGB uint8[H, W, 3] (superpixels follow its edges).
-      gt: {0,1}/bool[H, W] region mask, not empty.
+      gt: bool or uint8[H, W] with values {0, 1, 255}: 1 object, 0 background, 255 void
+        (joined to `void`); at least one non-void object pixel.
       rng: numpy Generator; the same state gives the same prior.
-      void: optional {0,1}[H, W] pixels ignored by the IoU.
+      void: optional {0,1}/bool[H, W] pixels ignored by the IoU.
       band: inclusive IoU interval.
       max_tries: attempts (each with finer superpixels) before giving up.
     Raises:
-      PriorUnreachableError when no attempt lands in the band.
+      ValueError on bad input; PriorUnreachableError when no attempt lands in the band.
     """
-    gt = np.asarray(gt) > 0
-    if image.shape[:2] != gt.shape:
+    image, gt = np.asarray(image), np.asarray(gt)
+    if image.ndim != 3 or image.shape[-1] != 3:
+        raise ValueError(f"image: expected RGB [H, W, 3], got shape {image.shape}")
+    if gt.shape != image.shape[:2]:
         raise ValueError(f"gt: shape {gt.shape} differs from image shape {image.shape[:2]}")
-    valid = np.ones_like(gt) if void is None else ~(np.asarray(void) > 0)
+    if gt.dtype != bool:
+        bad = np.setdiff1d(np.unique(gt), [0, 1, VOID])
+        if bad.size:
+            raise ValueError(f"gt: values must be in {{0, 1, 255}}, got {bad[:5].tolist()}")
+    valid = gt != VOID
+    if void is not None:
+        void = np.asarray(void)
+        if void.shape != gt.shape:
+            raise ValueError(f"void: shape {void.shape} differs from gt shape {gt.shape}")
+        valid &= ~(void > 0)
+    gt = gt == 1
     if not (gt & valid).any():
         raise ValueError("gt: empty mask (no non-void foreground pixel)")
     if not 0.0 < band[0] <= band[1] < 1.0:

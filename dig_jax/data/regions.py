@@ -52,11 +52,16 @@ def components(mask: np.ndarray, min_area: int = 0) -> np.ndarray:
 
 
 def extract_regions(
-    instances: np.ndarray, instance_ids: tuple[int, ...] | None = None, min_area: int = MIN_AREA
+    instances: np.ndarray,
+    instance_ids: tuple[int, ...] | None = None,
+    min_area: int = MIN_AREA,
+    *,
+    void: np.ndarray | None = None,
 ) -> list[Region]:
     """Regions with their parts from instance masks uint8/bool[K, H, W].
 
-    Keeps instances of area >= `min_area` that have at least one component of area >= `min_area`.
+    Keeps instances of area >= `min_area` that have at least one component of area >= `min_area`;
+    with `void` ({0,1}/bool[H, W]) the area counted is the instance's non-void area.
     """
     instances = np.asarray(instances)
     if instances.ndim != 3:
@@ -64,10 +69,16 @@ def extract_regions(
     ids = tuple(range(1, len(instances) + 1)) if instance_ids is None else tuple(instance_ids)
     if len(ids) != len(instances):
         raise ValueError(f"instance_ids: {len(ids)} ids for {len(instances)} instances")
+    valid = None
+    if void is not None:
+        valid = ~(np.asarray(void) > 0)
+        if valid.shape != instances.shape[1:]:
+            raise ValueError(f"void: shape {valid.shape} differs from masks {instances.shape[1:]}")
     regions = []
     for iid, inst in zip(ids, instances, strict=True):
         mask = (inst > 0).astype(np.uint8)
-        if mask.sum() < min_area:
+        area = int(mask.sum()) if valid is None else int((mask & valid).sum())
+        if area < min_area:
             continue
         parts = components(mask, min_area)
         if len(parts):

@@ -60,8 +60,19 @@ def make_sample(
     instance_id: int,
     distance: np.ndarray | None = None,
 ) -> Sample:
-    """Assemble a sample dict with the contract's dtypes; `prev_mask=None` means no prior."""
+    """Assemble a sample dict with the contract's dtypes; `prev_mask=None` means no prior.
+
+    ValueError naming the argument when `image` is not [H, W, 3] or a mask is not [H, W].
+    """
+    image = np.asarray(image)
+    if image.ndim != 3 or image.shape[-1] != 3:
+        raise ValueError(f"image: expected RGB [H, W, 3], got shape {image.shape}")
     shape = image.shape[:2]
+    masks = dict(gesture_map=gesture_map, prev_mask=prev_mask, target=target, region=region,
+                 distance=distance)  # fmt: skip
+    for name, mask in masks.items():
+        if mask is not None and np.shape(mask) != shape:
+            raise ValueError(f"{name}: size {np.shape(mask)} differs from image size {shape}")
     gesture_map = (np.asarray(gesture_map) > 0).astype(np.uint8)
     has_prev = prev_mask is not None
     prev = np.zeros(shape, np.uint8) if prev_mask is None else (np.asarray(prev_mask) > 0)
@@ -146,14 +157,15 @@ def random_sample(
     multi_region_prob: float = 0.0,
     kinds: tuple[int, ...] = ALL_KINDS,
 ) -> Sample | None:
-    """One random sample from a loaded record; None when it has no region of >= 300 px.
+    """One random sample from a loaded record; None when it has no region of >= 300 non-void px.
 
     A region is drawn uniformly. With probability `prior_prob` the sample refines a synthetic
-    prior at one of its corrections; when the prior cannot reach the IoU band or has no
-    correction of >= 100 px it falls back to creation on a random part. With probability
-    `multi_region_prob` another disjoint region joins the previous mask and the GT (dataAug).
+    prior at one of its corrections; when the prior cannot be made (IoU band unreachable, or a
+    ValueError such as a region that is void where it matters) or has no correction of >= 100
+    px it falls back to creation on a random part. With probability `multi_region_prob` another
+    disjoint region joins the previous mask and the GT (dataAug).
     """
-    regions = extract_regions(loaded.instances, loaded.instance_ids)
+    regions = extract_regions(loaded.instances, loaded.instance_ids, void=loaded.void)
     if not regions:
         return None
     region = regions[int(rng.integers(len(regions)))]
@@ -163,7 +175,7 @@ def random_sample(
     if rng.random() < prior_prob:
         try:
             prev = synthesize_prior(loaded.image, region.mask, rng, void=loaded.void)
-        except PriorUnreachableError:
+        except (PriorUnreachableError, ValueError):
             prev = None
         corrections = [] if prev is None else find_corrections(prev, region.mask, loaded.void)
         if corrections:

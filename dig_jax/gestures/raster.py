@@ -4,8 +4,10 @@ A pixel (row r, column c) is marked iff its centre (x=c, y=r) lies within `radiu
 inclusive) of the gesture: of the point for a click, of the open polyline for a scribble, of the
 closed polyline (last point joined back to the first) for lassos and rectangles.
 
-- `rasterize` (numpy reference): long segments are split into pieces of at most `_PIECE` px, and
-  the distance to every piece is evaluated on a fixed window of pixels around it.
+- `rasterize` (numpy reference): segments are first clipped to the image enlarged by the radius
+  (+1 px), which cannot change a pixel inside the image (its nearest gesture point within
+  `radius` lies in that box), then split into pieces of at most `_PIECE` px, and the distance to
+  every piece is evaluated on a fixed window of pixels around it. Far-away points cost nothing.
 - `rasterize_batch` (jnp, jit/vmap): every segment's capsule meets each image row in one interval
   of x, computed in closed form; the intervals are merged per row with a difference array and a
   cumulative sum, so the cost is O(N * H + H * W) per gesture instead of O(N * H * W).
@@ -52,6 +54,32 @@ def gesture_segments(gesture: Gesture) -> tuple[np.ndarray, np.ndarray]:
     return pts[:-1], pts[1:]
 
 
+def clip_segments(
+    a: np.ndarray, b: np.ndarray, box: tuple[float, float, float, float]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The parts of segments a->b (float64[S, 2]) inside `box` = (x0, y0, x1, y1) (Liang-Barsky).
+
+    Segments missing the box are dropped; end points already inside are kept bit for bit.
+    """
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    d = b - a
+    t0, t1 = np.zeros(len(a)), np.ones(len(a))
+    keep = np.ones(len(a), bool)
+    for axis, lo, hi in ((0, box[0], box[2]), (1, box[1], box[3])):
+        p, dp = a[:, axis], d[:, axis]
+        moving = dp != 0
+        keep &= moving | ((p >= lo) & (p <= hi))
+        safe = np.where(moving, dp, 1.0)
+        ta, tb = (lo - p) / safe, (hi - p) / safe
+        t0 = np.maximum(t0, np.where(moving, np.minimum(ta, tb), 0.0))
+        t1 = np.minimum(t1, np.where(moving, np.maximum(ta, tb), 1.0))
+    keep &= t0 <= t1
+    a, b, d, t0, t1 = a[keep], b[keep], d[keep], t0[keep, None], t1[keep, None]
+    start = np.where(t0 == 0.0, a, a + t0 * d)
+    stop = np.where(t1 == 1.0, b, a + t1 * d)
+    return start, stop
+
+
 def _split_segments(a: np.ndarray, b: np.ndarray, piece: float) -> tuple[np.ndarray, np.ndarray]:
     """Split each segment into equal pieces no longer than `piece` (same union of capsules)."""
     lengths = np.linalg.norm(b - a, axis=1)
@@ -79,7 +107,8 @@ def rasterize(gesture: Gesture, shape: Sequence[int], radius: float = BRUSH_RADI
     """Reference rasteriser: uint8[H, W] in {0, 1}, 1 where the brush covers the pixel centre."""
     h, w = _check_shape(shape)
     radius = _check_radius(radius)
-    a, b = _split_segments(*gesture_segments(gesture), _PIECE)
+    box = (-radius - 1.0, -radius - 1.0, w + radius, h + radius)
+    a, b = _split_segments(*clip_segments(*gesture_segments(gesture), box), _PIECE)
     size = int(np.ceil(2 * radius + _PIECE)) + 2
     origin_x = np.floor(np.minimum(a[:, 0], b[:, 0]) - radius).astype(np.int64)
     origin_y = np.floor(np.minimum(a[:, 1], b[:, 1]) - radius).astype(np.int64)
@@ -125,17 +154,19 @@ def padded_segments(
     """Segments (A f32[N, 2], B f32[N, 2], valid bool[N]) of one padded gesture (jnp).
 
     Segment i joins point i to point i+1; the last real point joins back to point 0 when `closed`,
-    else to itself (a disc); clicks keep only point 0. Padding rows, and segments touching a
-    non-finite point (NaN / inf), are invalid: they are not drawn.
+    else to itself (a disc); clicks keep only point 0. Padding rows, segments touching a
+    non-finite point (NaN / inf), and every segment of a gesture with `length` <= 0 are invalid:
+    they are not drawn. `kind` < 0 (no kind) uses the polyline as given.
     """
     n = points.shape[0]
+    present = length > 0
     length = jnp.where(kind == int(GestureKind.CLICK), 1, jnp.clip(length, 1, n))
     idx = jnp.arange(n)
     last = idx == length - 1
     nxt = jnp.where(last, jnp.where(closed, 0, idx), jnp.minimum(idx + 1, n - 1))
     b = points[nxt]
     finite = jnp.all(jnp.isfinite(points), axis=-1) & jnp.all(jnp.isfinite(b), axis=-1)
-    return points, b, (idx < length) & finite
+    return points, b, (idx < length) & finite & present
 
 
 def _capsule_row_intervals(a, b, y, radius):
@@ -228,6 +259,16 @@ def _rasterize_sparse(a, b, valid, shape, radius, budget):
     return _mark_intervals(rows, lo, hi, slot < ends[-1], shape, a.shape[0])
 
 
+def _check_batch_shapes(points, lengths, kinds, closed) -> None:
+    """ValueError unless points is [B, N >= 1, 2] and lengths, kinds, closed are [B]."""
+    shape = tuple(np.shape(points))
+    if len(shape) != 3 or shape[1] < 1 or shape[2] != 2:
+        raise ValueError(f"points must have shape [B, N>=1, 2], got {shape}")
+    for name, value in (("lengths", lengths), ("kinds", kinds), ("closed", closed)):
+        if tuple(np.shape(value)) != shape[:1]:
+            raise ValueError(f"{name} must have shape ({shape[0]},), got {tuple(np.shape(value))}")
+
+
 @functools.partial(jax.jit, static_argnames=("shape", "radius"))
 def _rasterize_batch(points, lengths, kinds, closed, shape, radius):
     a, b, valid = jax.vmap(padded_segments)(points.astype(jnp.float32), lengths, kinds, closed)
@@ -254,9 +295,11 @@ def rasterize_batch(
     """Batched jnp rasteriser: points f32[B, N, 2], lengths i32[B], kinds i32[B], closed bool[B].
 
     Returns uint8[B, H, W] in {0, 1}; the same pixels as `rasterize` (see module docstring).
-    Jitted with `shape` and `radius` static; also traceable inside a caller's jit.
+    Jitted with `shape` and `radius` static; also traceable inside a caller's jit. Rows with
+    length 0 draw nothing.
     """
     shape = _check_shape(shape)
+    _check_batch_shapes(points, lengths, kinds, closed)
     return _rasterize_batch(points, lengths, kinds, closed, shape, _check_radius(radius))
 
 

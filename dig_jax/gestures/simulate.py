@@ -41,10 +41,15 @@ MAX_REDRAWS = 10
 
 
 def as_region(mask: np.ndarray, name: str = "target") -> np.ndarray:
-    """Validate a region mask (bool or {0, 1}, 2-D, non-empty) and return it as bool."""
+    """Validate a region mask (bool or integer {0, 1}, 2-D, non-empty) and return it as bool.
+
+    Float masks are refused: 0.5 or NaN have no unambiguous meaning as a region.
+    """
     mask = np.asarray(mask)
     if mask.ndim != 2:
         raise ValueError(f"{name} must be a 2-D [H, W] mask, got shape {mask.shape}")
+    if mask.dtype != bool and not np.issubdtype(mask.dtype, np.integer):
+        raise ValueError(f"{name} must be a bool or integer mask, got dtype {mask.dtype}")
     if mask.dtype != bool:
         if mask.size and (mask.max() > 1 or mask.min() < 0):
             raise ValueError(f"{name} must hold only 0 and 1 (or be bool)")
@@ -129,7 +134,9 @@ def region_outline(region: np.ndarray, dilation: int = 0) -> np.ndarray:
     """Longest outer outline f64[P, 2] (x, y), closed (first == last), of the (dilated) region.
 
     Works on a crop around the region; the outline runs half-way between marked and unmarked
-    pixel centres (level 0.5 of scikit-image's `find_contours` on the zero-padded crop).
+    pixel centres (level 0.5 of scikit-image's `find_contours` on the zero-padded crop), with
+    marked pixels 8-connected (`fully_connected="high"`), like the region's parts: pieces that
+    touch only at a corner get one outline around both.
     """
     h, w = region.shape
     rows, cols = np.nonzero(region)
@@ -139,7 +146,7 @@ def region_outline(region: np.ndarray, dilation: int = 0) -> np.ndarray:
     crop = ndimage.binary_fill_holes(region[r0:r1, c0:c1])
     if dilation > 0:
         crop = ndimage.distance_transform_edt(~crop) <= dilation
-    contours = measure.find_contours(np.pad(crop, 1).astype(np.uint8), 0.5)
+    contours = measure.find_contours(np.pad(crop, 1).astype(np.uint8), 0.5, fully_connected="high")
     lengths = [np.linalg.norm(np.diff(c, axis=0), axis=1).sum() for c in contours]
     contour = contours[int(np.argmax(lengths))]  # (row, col) in padded-crop coordinates
     return np.stack([contour[:, 1] - 1 + c0, contour[:, 0] - 1 + r0], axis=-1)

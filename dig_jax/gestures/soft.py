@@ -2,8 +2,11 @@
 
 Both start from `polyline_distance`: the Euclidean distance (px) from every pixel centre to the
 gesture's polyline (segments i -> i+1 for i < length - 1, plus length-1 -> 0 when `closed`; a single
-point is a disc centre). Padding points past `length` never contribute. Segments are visited in
-chunks by `lax.scan` with a running minimum, so memory is O(H * W * chunk), not O(H * W * N).
+point is a disc centre). Padding points past `length` never contribute, and `length` 0 draws
+nothing (distance +inf in effect). An optional `kind` (a GestureKind code; default -1 = use the
+polyline as given) makes a CLICK keep only point 0, exactly like `rasterize_batch`. Segments are
+visited in chunks by `lax.scan` with a running minimum, so memory is O(H * W * chunk), not
+O(H * W * N).
 """
 
 from __future__ import annotations
@@ -32,13 +35,21 @@ def _segment_d2(px, py, a, b):
 
 
 def polyline_distance(
-    points: jax.Array, length: jax.Array, closed: jax.Array, shape: Sequence[int]
+    points: jax.Array,
+    length: jax.Array,
+    closed: jax.Array,
+    shape: Sequence[int],
+    *,
+    kind: jax.Array | int = -1,
 ) -> jax.Array:
-    """f32[H, W]: distance (px) from each pixel centre to the polyline of points f32[N, 2]."""
+    """f32[H, W]: distance (px) from each pixel centre to the polyline of points f32[N, 2].
+
+    No valid segment (length 0) gives a huge distance (1e15 px) everywhere.
+    """
     h, w = _check_shape(shape)
     points = jnp.asarray(points, jnp.float32)
     n = points.shape[0]
-    a, b, valid = padded_segments(points, length, jnp.int32(-1), closed)
+    a, b, valid = padded_segments(points, length, jnp.asarray(kind, jnp.int32), closed)
     chunk = min(_CHUNK, n)
     n_pad = -n % chunk
     if n_pad:
@@ -67,14 +78,17 @@ def soft_rasterize(
     shape: Sequence[int],
     radius: float = 5.0,
     temperature: float = 0.5,
+    *,
+    kind: jax.Array | int = -1,
 ) -> jax.Array:
     """f32[H, W] in [0, 1]: sigmoid((radius - distance) / temperature), differentiable in points.
 
-    Its hard limit (temperature -> 0, threshold >= 0.5) is the brush of `rasterize`.
+    Its hard limit (temperature -> 0, threshold >= 0.5) is the brush of `rasterize`; `kind`
+    as in `rasterize_batch` (CLICK: point 0 only; default -1: the polyline as given).
     """
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    dist = polyline_distance(points, length, closed, shape)
+    dist = polyline_distance(points, length, closed, shape, kind=kind)
     return jax.nn.sigmoid((radius - dist) / temperature)
 
 
@@ -84,6 +98,8 @@ def distance_map_jnp(
     closed: jax.Array,
     shape: Sequence[int],
     radius: float = 5.0,
+    *,
+    kind: jax.Array | int = -1,
 ) -> jax.Array:
     """f32[H, W]: analytic stand-in for `distance_map(rasterize(...))`, differentiable in points.
 
@@ -92,9 +108,10 @@ def distance_map_jnp(
     outside the brush to centre the error (|error| <= 1 px for points inside the image extent
     [-0.5, W - 0.5] x [-0.5, H - 0.5], as simulated gestures are; checked in the tests). Points
     farther outside put brush area off the image, where no pixel is marked, so the EDT can exceed
-    this estimate by more. Truncated at 255 px and divided by 255, like `distance_map`.
+    this estimate by more. Truncated at 255 px and divided by 255, like `distance_map` (so
+    length 0 gives all ones). `kind` as in `soft_rasterize`.
     """
-    dist = polyline_distance(points, length, closed, shape)
+    dist = polyline_distance(points, length, closed, shape, kind=kind)
     outside = jnp.maximum(dist - radius, 0.0)
     est = jnp.where(dist > radius, outside + _OFFSET, 0.0)
     return jnp.minimum(est, 255.0) / 255.0

@@ -8,11 +8,13 @@ import cv2
 import numpy as np
 import pytest
 
+from dig_jax.data.samples import make_sample
 from dig_jax.data.sources.dig_json import (
     DigRowWriter,
     decode_rle,
     dig_json,
     encode_rle,
+    scan_dig_json,
     write_dig_json,
 )
 
@@ -82,13 +84,98 @@ def test_reads_column_oriented_release_layout_and_string_modes(tmp_path):
     assert np.array_equal(sample["region"], (target == 1).astype(np.uint8))
 
 
-def test_bad_input(tmp_path):
+def _one_sample_row(tmp_path, h=8, w=9):
+    """A valid single-sample row (object 1, creation) with its image written to tmp_path."""
+    cv2.imwrite(str(tmp_path / "r.png"), np.zeros((h, w, 3), np.uint8))
+    writer = DigRowWriter("r", (h, w), "r.png")
+    mask = np.zeros((h, w), np.uint8)
+    mask[2:5, 2:6] = 1
+    writer.set_object(1, mask)
+    writer.add_sample(obj_id=1, target=mask, annotation=mask, gesture=1, mode=1, has_prior=False)
+    return writer.row
+
+
+def _entries(tmp_path, rows):
+    write_dig_json(tmp_path / "d.json", rows)
+    return dig_json(tmp_path / "d.json", tmp_path)
+
+
+def test_bad_input(tmp_path, caplog):
     with pytest.raises(ValueError, match="not found"):
         dig_json(tmp_path / "none.json", tmp_path)
-    (tmp_path / "x.json").write_text(json.dumps([{"img_id": "1"}]))
-    with pytest.raises(ValueError, match="lacks"):
-        dig_json(tmp_path / "x.json", tmp_path)
+    (tmp_path / "x.json").write_text(json.dumps([{"img_id": "1"}, _one_sample_row(tmp_path)]))
+    entries, problems = scan_dig_json(tmp_path / "x.json", tmp_path)
+    assert len(entries) == 1 and len(problems) == 1 and "row 0" in problems[0]
+    assert "lacks 'img_id' or an 'obj_id' list" in problems[0]
+    with caplog.at_level("WARNING"):
+        assert len(dig_json(tmp_path / "x.json", tmp_path)) == 1
+    assert "skipping bad item" in caplog.text
     writer = DigRowWriter("1", (4, 4))
     with pytest.raises(ValueError, match="has_prior"):
         writer.add_sample(obj_id=1, target=np.zeros((4, 4)), annotation=np.zeros((4, 4)),
                           gesture=0, mode=1, has_prior=True)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda r: r.pop("gesture"), r"d\.json row 'r' #0: field 'gesture' missing"),
+        (lambda r: r.pop("syn_gt_void"), "field 'syn_gt_void' missing"),
+        (lambda r: r.update(mode=["maybe"]), "field 'mode' has unknown value 'maybe'"),
+        (lambda r: r.update(has_prior=[True]), "has_prior is true but 'prior' lacks the object"),
+        (lambda r: r.update(size=[8]), r"field 'size' must be \[H, W\]"),
+        (lambda r: r.update(syn_annotations=[{"counts": "x"}]), "'syn_annotations' is not a COCO"),
+    ],
+)
+def test_bad_fields_raise_value_errors_naming_the_field(tmp_path, edit, message):
+    row = _one_sample_row(tmp_path)
+    edit(row)
+    (entry,) = _entries(tmp_path, [row])
+    with pytest.raises(ValueError, match=message):
+        entry.load()
+
+
+def test_mask_size_differing_from_the_image_is_refused(tmp_path):
+    row = _one_sample_row(tmp_path)
+    row["syn_annotations"] = [encode_rle(np.ones((8, 10), np.uint8))]
+    (entry,) = _entries(tmp_path, [row])
+    with pytest.raises(ValueError, match=r"syn_annotations size \(8, 10\) != image size \(8, 9\)"):
+        entry.load()
+    row = _one_sample_row(tmp_path)
+    row["obj_gt"]["1"] = encode_rle(np.ones((7, 9), np.uint8))
+    (entry,) = _entries(tmp_path, [row])
+    with pytest.raises(ValueError, match=r"obj_gt size \(7, 9\)"):
+        entry.load()
+    image = np.zeros((8, 9, 3), np.uint8)
+    with pytest.raises(ValueError, match=r"target: size \(8, 10\) differs from image size"):
+        make_sample(image=image, gesture_map=np.zeros((8, 9)), prev_mask=None,
+                    target=np.zeros((8, 10)), region=np.zeros((8, 9)), kind=0, context=1,
+                    image_id="x", instance_id=1)  # fmt: skip
+
+
+def test_multi_region_target_keeps_its_void(tmp_path):
+    h, w = 12, 14
+    cv2.imwrite(str(tmp_path / "m.png"), np.zeros((h, w, 3), np.uint8))
+    region, other = np.zeros((h, w), np.uint8), np.zeros((h, w), np.uint8)
+    region[1:6, 1:7] = 1
+    other[8:11, 2:12] = 1
+    writer = DigRowWriter("m", (h, w), "m.png")
+    writer.set_object(3, region)
+    target = region.copy()
+    target[1:3, 1:7] = 255  # e.g. another part of the region
+    target[0, :] = 255  # dataset void
+    mul_target = target.copy()
+    mul_target[8:11, 2:12] = 1
+    multi = dict(obj_id=4, gesture=2, gt=mul_target, annotation=region, prior=other)
+    writer.add_sample(obj_id=3, target=target, annotation=region, gesture=2, mode=1,
+                      has_prior=False, multi=multi)  # fmt: skip
+    _, mul = _entries(tmp_path, [writer.row])
+    sample = mul.load()
+    assert sample["target"].tobytes() == mul_target.tobytes()
+    assert (sample["target"] == 255).sum() == 2 * 6 + 14  # rows 1-2 of the region + row 0
+    assert np.array_equal(sample["region"], region | other)  # global GT: the two whole regions
+    assert np.array_equal(sample["prev_mask"], other) and int(sample["gesture_kind"]) == 2
+    release = dict(writer.row)
+    del release["mul_gt_void"]  # DIG release rows have no mul_gt_void: no void
+    _, mul = _entries(tmp_path, [release])
+    assert np.array_equal(mul.load()["target"], (mul_target == 1).astype(np.uint8))

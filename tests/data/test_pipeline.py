@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
-from dig_jax.data.pipeline import PipelineConfig, make_dataset, resize_sample, resolve_source
+from dig_jax.data import pipeline
+from dig_jax.data.pipeline import (
+    PipelineConfig,
+    bad_item_count,
+    make_dataset,
+    resize_sample,
+    resolve_source,
+)
+from dig_jax.data.samples import random_sample
+from dig_jax.data.sources.dig_json import DigRowWriter, write_dig_json
 from dig_jax.data.sources.procedural import procedural
 from dig_jax.data.sources.record import Record
 
@@ -122,3 +132,35 @@ def test_one_worker_process_gives_the_same_batches():
         it.close()
     expected = _take(make_dataset(BASE, "train"), 2)
     assert all(_same(x, y) for x, y in zip(got, expected, strict=True))
+
+
+def test_bad_dig_json_rows_are_skipped_and_counted(tmp_path):
+    cv2.imwrite(str(tmp_path / "g.png"), np.zeros((40, 40, 3), np.uint8))
+    rows = []
+    for img_id in ("good", "no_gesture", "no_obj_id"):
+        writer = DigRowWriter(img_id, (40, 40), "g.png")
+        mask = np.zeros((40, 40), np.uint8)
+        mask[5:30, 5:30] = 1
+        writer.add_sample(obj_id=1, target=mask, annotation=mask, gesture=0, mode=1,
+                          has_prior=False)  # fmt: skip
+        rows.append(writer.row)
+    del rows[1]["gesture"]  # listed, fails when loaded
+    del rows[2]["obj_id"]  # cannot be listed
+    write_dig_json(tmp_path / "d.json", rows)
+    before = bad_item_count()
+    cfg = dict(BASE, sources=[f"dig_json:{tmp_path / 'd.json'}:{tmp_path}"], batch_size=1)
+    ids = [str(b["image_id"][0]) for b in make_dataset(cfg, "eval")]
+    assert ids == ["good"] and bad_item_count() == before + 2
+
+
+def test_value_errors_while_sampling_are_skipped_and_counted(monkeypatch):
+    def flaky(loaded, rng, **kwargs):
+        if loaded.image_id.endswith("_1"):
+            raise ValueError("target: cannot simulate a gesture on this mask")
+        return random_sample(loaded, rng, **kwargs)
+
+    monkeypatch.setattr(pipeline, "random_sample", flaky)
+    before = bad_item_count()
+    cfg = dict(BASE, sources=[procedural(4, 3, size=64)], batch_size=1)
+    ids = [str(b["image_id"][0]) for b in make_dataset(cfg, "eval")]
+    assert "procedural/4_1" not in ids and len(ids) == 2 and bad_item_count() == before + 1

@@ -104,3 +104,15 @@ def test_targets_agree_with_the_region_wherever_not_void(boxes, occluder):
             known = target != VOID
             assert np.array_equal(target[known], region.mask[known])
             assert np.array_equal(target == 1, region.parts[p] > 0)
+
+
+def test_void_pixels_do_not_count_towards_the_minimum_area():
+    instances = np.zeros((2, 40, 40), np.uint8)
+    instances[0, 0:20, 0:20] = 1  # 400 px, 150 of them void below
+    instances[1, 20:40, 20:40] = 1  # 400 px, none void
+    void = np.zeros((40, 40), np.uint8)
+    void[0:10, 0:15] = 1
+    assert [r.instance_id for r in extract_regions(instances)] == [1, 2]
+    assert [r.instance_id for r in extract_regions(instances, void=void)] == [2]
+    with pytest.raises(ValueError, match="void: shape"):
+        extract_regions(instances, void=void[:5])

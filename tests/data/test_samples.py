@@ -128,3 +128,26 @@ def test_random_sample_without_regions_is_none(scenes):
         loaded, image=loaded.image[:10, :10], instances=tiny, void=loaded.void[:10, :10]
     )
     assert random_sample(small, np.random.default_rng(0)) is None
+
+
+def test_random_sample_skips_regions_that_are_mostly_void():
+    from dig_jax.data.sources.record import LoadedRecord
+
+    image = np.random.default_rng(0).integers(0, 256, (64, 64, 3)).astype(np.uint8)
+    instances = np.zeros((1, 64, 64), np.uint8)
+    instances[0, 10:30, 10:30] = 1  # 400 px ...
+    void = np.zeros((64, 64), np.uint8)
+    void[10:30, 10:20] = 1  # ... of which 200 px void: under the 300 px minimum
+    loaded = LoadedRecord("toy", "half_void", image, instances, void, (1,))
+    for seed in range(4):
+        assert random_sample(loaded, np.random.default_rng(seed), prior_prob=1.0) is None
+    void[:] = 0
+    void[10:30, 10:12] = 1  # 360 non-void px: usable, every pixel of the void stays void
+    s = random_sample(loaded, np.random.default_rng(0), prior_prob=1.0)
+    check_contract(s, (64, 64))
+    assert np.all(s["target"][void > 0] == VOID)
+    assert regions_of(instances, void) == [1] and regions_of(instances, None) == [1]
+
+
+def regions_of(instances, void):
+    return [r.instance_id for r in extract_regions(instances, (1,), void=void)]

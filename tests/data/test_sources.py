@@ -11,10 +11,11 @@ import pytest
 from pycocotools import mask as mask_utils
 from skimage.segmentation import find_boundaries
 
+from dig_jax.data.pipeline import bad_item_count, make_dataset
 from dig_jax.data.regions import extract_regions
 from dig_jax.data.sources.benchmark_folder import benchmark_folder, scan_benchmark_folder
 from dig_jax.data.sources.bsds_regions import bsds_regions
-from dig_jax.data.sources.coco_json import coco_json
+from dig_jax.data.sources.coco_json import coco_json, scan_coco_json
 from dig_jax.data.sources.procedural import procedural
 from dig_jax.data.sources.record import Record, resize_loaded
 
@@ -157,3 +158,38 @@ def test_resize_keeps_mask_values(shared_data):
     assert small.image.shape == (64, 48, 3)
     assert small.instances.shape == (1, 64, 48) and set(np.unique(small.instances)) <= {0, 1}
     assert set(np.unique(small.void)) <= {0, 1}
+
+
+def test_coco_json_bad_items_are_reported_and_skipped(tmp_path, caplog):
+    h, w = 30, 40
+    cv2.imwrite(str(tmp_path / "a.png"), np.full((h, w, 3), 90, np.uint8))
+    cv2.imwrite(str(tmp_path / "b.png"), np.full((h, w, 3), 90, np.uint8))
+    square = [[2, 2, 22, 2, 22, 22, 2, 22]]
+    all_zero = {"size": [h, w], "counts": [h * w]}  # uncompressed RLE of an empty mask
+    annotations = {
+        "images": [
+            {"id": 1, "file_name": "a.png", "height": h, "width": w},
+            {"id": 2, "file_name": "b.png"},  # no height / width
+        ],
+        "annotations": [
+            {"id": 10, "image_id": 1, "segmentation": square},
+            {"id": 11, "image_id": 1, "segmentation": all_zero},  # decodes empty: dropped
+            {"id": 12, "image_id": 2, "segmentation": square},
+            {"id": 13, "image_id": 99, "segmentation": square},  # unknown image
+        ],
+    }
+    path = tmp_path / "ann.json"
+    path.write_text(json.dumps(annotations))
+    records, problems = scan_coco_json(path, tmp_path)
+    assert [r.image_id for r in records] == ["1"] and len(problems) == 2
+    assert any("unknown image id 99" in p for p in problems)
+    assert any("image 2 lacks height/width/file_name" in p for p in problems)
+    loaded = records[0].load()  # the empty instance is dropped, not the image
+    assert loaded.instance_ids == (10,) and 350 <= loaded.instances[0].sum() <= 480
+    with caplog.at_level("WARNING"):
+        assert len(coco_json(path, tmp_path)) == 1
+    assert caplog.text.count("skipping bad item") == 2
+    before = bad_item_count()
+    cfg = dict(sources=[f"coco_json:{path}:{tmp_path}"], image_size=32, batch_size=1,
+               prior_prob=0.0, shard=(0, 1))  # fmt: skip
+    assert len(list(make_dataset(cfg, "eval"))) == 1 and bad_item_count() == before + 2

@@ -18,7 +18,12 @@ from dig_jax.gestures import (
     rasterize,
     rasterize_batch,
 )
-from dig_jax.gestures.raster import _pair_budget, gesture_segments, segment_distance_np
+from dig_jax.gestures.raster import (
+    _pair_budget,
+    clip_segments,
+    gesture_segments,
+    segment_distance_np,
+)
 
 SHAPE = (48, 48)
 N_MAX = 12
@@ -179,3 +184,48 @@ def test_non_finite_points_in_a_batch_are_not_drawn():
     # Both segments touching the NaN point are dropped (so (10, 10) is not drawn either).
     expected = rasterize(Gesture(GestureKind.SCRIBBLE, [[30, 30], [30, 40]], False), SHAPE)
     np.testing.assert_array_equal(np.asarray(out)[0], expected)
+
+
+def test_length_zero_rows_draw_nothing():
+    points = np.full((2, N_MAX, 2), 20.0, np.float32)
+    lengths, kinds, closed = np.array([0, 0]), np.array([0, 1]), np.array([False, True])
+    out = np.asarray(rasterize_batch(points, lengths, kinds, closed, SHAPE))
+    assert out.shape == (2, *SHAPE) and out.sum() == 0
+    lengths[1] = 1  # the same row with one point is a disc of 81 px
+    assert np.asarray(rasterize_batch(points, lengths, kinds, closed, SHAPE))[1].sum() == 81
+
+
+def test_rasterize_batch_validates_shapes():
+    points, lengths, kinds, closed = pad_gestures(
+        [Gesture(GestureKind.CLICK, [[1, 2]], closed=False)] * 2, N_MAX
+    )
+    with pytest.raises(ValueError, match=r"points must have shape \[B, N>=1, 2\]"):
+        rasterize_batch(points[0], lengths, kinds, closed, SHAPE)
+    with pytest.raises(ValueError, match="points must have shape"):
+        rasterize_batch(points[..., :1], lengths, kinds, closed, SHAPE)
+    with pytest.raises(ValueError, match=r"lengths must have shape \(2,\)"):
+        rasterize_batch(points, lengths[:1], kinds, closed, SHAPE)
+    with pytest.raises(ValueError, match="kinds must have shape"):
+        rasterize_batch(points, lengths, kinds[:, None], closed, SHAPE)
+    with pytest.raises(ValueError, match="closed must have shape"):
+        rasterize_batch(points, lengths, kinds, np.array(True), SHAPE)
+
+
+def test_clip_segments_known_answer():
+    a = np.array([[-10.0, 5.0], [2.0, 2.0], [20.0, 20.0], [3.0, 3.0], [3.0, 50.0]])
+    b = np.array([[10.0, 5.0], [4.0, 6.0], [30.0, 20.0], [3.0, 3.0], [3.0, -50.0]])
+    start, stop = clip_segments(a, b, (0.0, 0.0, 8.0, 8.0))
+    # Row 2 (fully outside) is dropped; the inside segment and the click stay bit for bit.
+    np.testing.assert_array_equal(start, [[0, 5], [2, 2], [3, 3], [3, 8]])
+    np.testing.assert_array_equal(stop, [[8, 5], [4, 6], [3, 3], [3, 0]])
+
+
+def test_far_away_points_are_clipped_before_splitting():
+    # A 2e9 px long stroke along row 10: rows 5..15 fully marked, nothing else (known answer).
+    far = Gesture(GestureKind.SCRIBBLE, [[-1e9, 10], [1e9, 10]], closed=False)
+    out = rasterize(far, SHAPE)
+    assert out[5:16].all() and out.sum() == 11 * SHAPE[1]
+    # Moderately far points (float32-exact in the jnp rasteriser): both rasterisers agree.
+    diagonal = Gesture(GestureKind.TIGHT_LASSO, [[-3000, -2990], [3000, 3010], [20, 5000]], True)
+    ref = rasterize(diagonal, SHAPE)
+    assert ref.any() and not np.any((ref != _batch([diagonal])[0]) & ~_edge_pixels(diagonal, SHAPE))

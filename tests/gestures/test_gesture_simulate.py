@@ -21,6 +21,7 @@ from dig_jax.gestures.simulate import (
     interpolate_curve,
     loose_dilation_radius,
     rectangle_box,
+    region_outline,
     scribble_control_points,
 )
 from dig_jax.metrics import tight_box
@@ -198,6 +199,10 @@ def test_same_seed_same_bytes(kind):
     c = simulate_refinement(kind, mask, Context.ADD, np.random.default_rng(11))
     assert a.points.tobytes() == b.points.tobytes() == c.points.tobytes()
     assert rasterize(a, mask.shape).tobytes() == rasterize(b, mask.shape).tobytes()
+    # Every kind is random (even tight lassos: point count and phase), so other seeds differ.
+    for seed in (12, 13):
+        other = simulate_creation(kind, mask, np.random.default_rng(seed))
+        assert other.points.tobytes() != a.points.tobytes()
 
 
 @pytest.mark.parametrize("kind", list(GestureKind))
@@ -238,6 +243,12 @@ def test_bad_input_raises_clear_errors():
         simulate_creation(GestureKind.CLICK, ok * 255, rng)
     with pytest.raises(ValueError, match="2-D"):
         simulate_creation(GestureKind.CLICK, ok[None], rng)
+    for bad in (ok * 0.5, np.where(ok > 0, np.nan, 0.0), ok.astype(np.float32)):
+        with pytest.raises(ValueError, match="target must be a bool or integer mask, got dtype"):
+            simulate_creation(GestureKind.CLICK, bad, rng)
+    with pytest.raises(ValueError, match="error must be a bool or integer mask"):
+        simulate_refinement(GestureKind.CLICK, ok * 1.0, Context.ADD, rng)
+    assert simulate_creation(GestureKind.CLICK, ok.astype(np.int64), rng).points.shape == (1, 2)
     with pytest.raises(ValueError, match="kind"):
         simulate_creation(7, ok, rng)
     with pytest.raises(ValueError, match="context"):
@@ -247,3 +258,16 @@ def test_bad_input_raises_clear_errors():
 def test_loose_dilation_radius_documented_range():
     assert loose_dilation_radius(1) == 6 and loose_dilation_radius(10_000) == 10
     assert loose_dilation_radius(10**7) == 30
+
+
+def test_lasso_encloses_both_squares_touching_at_a_corner():
+    # One 8-connected region (a single part): two 12 x 12 squares meeting at one corner.
+    mask = np.zeros((64, 64), np.uint8)
+    mask[10:22, 10:22] = 1
+    mask[22:34, 22:34] = 1
+    outline = region_outline(mask.astype(bool))  # known answer: its inside is the mask
+    np.testing.assert_array_equal(_fill(outline, mask.shape), mask.astype(bool))
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        inside = _fill(simulate_creation(GestureKind.LOOSE_LASSO, mask, rng).points, mask.shape)
+        assert inside[10:22, 10:22].mean() >= 0.95 and inside[22:34, 22:34].mean() >= 0.95

@@ -113,3 +113,43 @@ def test_soft_rasterize_vmaps_over_a_batch():
 def test_bad_temperature():
     with pytest.raises(ValueError, match="temperature"):
         soft_rasterize(jnp.zeros((1, 2)), 1, False, SHAPE, temperature=0.0)
+
+
+_soft_kind = jax.jit(lambda p, n, c, k: soft_rasterize(p, n, c, SHAPE, 5.0, 1e-4, kind=k))
+_dist_kind = jax.jit(lambda p, n, c, k: distance_map_jnp(p, n, c, SHAPE, kind=k))
+
+
+def test_length_zero_draws_nothing():
+    pts = jnp.full((N_MAX, 2), 20.0)
+    for kind in (-1, 0, 1):
+        assert float(_soft_kind(pts, 0, False, kind).max()) < 1e-6
+        np.testing.assert_array_equal(np.asarray(_dist_kind(pts, 0, True, kind)), 1.0)
+    empty = np.zeros(SHAPE, np.uint8)
+    np.testing.assert_array_equal(np.asarray(_dist_kind(pts, 0, False, -1)), distance_map(empty))
+
+
+def test_click_kind_keeps_the_first_point_only():
+    pts = jnp.array([[10.0, 10.0], [30.0, 30.0], [5.0, 35.0]] + [[0.0, 0.0]] * (N_MAX - 3))
+    click = Gesture(GestureKind.CLICK, np.asarray(pts[:1]), closed=False)
+    expected = rasterize(click, SHAPE)
+    hard = np.asarray(_soft_kind(pts, 3, True, int(GestureKind.CLICK))) >= 0.5
+    np.testing.assert_array_equal(hard, expected.astype(bool))
+    assert hard.sum() == 81  # the radius-5 disc around (10, 10)
+    edt = distance_map(expected) * 255
+    analytic = np.asarray(_dist_kind(pts, 3, True, int(GestureKind.CLICK))) * 255
+    assert np.abs(edt - analytic).max() <= 1.0 + 1e-3
+    # The default (-1) and non-click kinds keep using the whole closed polyline.
+    lasso = Gesture(GestureKind.TIGHT_LASSO, np.asarray(pts[:3]), closed=True)
+    for kind in (-1, int(GestureKind.TIGHT_LASSO)):
+        hard = np.asarray(_soft_kind(pts, 3, True, kind)) >= 0.5
+        assert hard.sum() > 81 and hard[30, 30] and hard[35, 5]
+        assert not np.any((hard != rasterize(lasso, SHAPE).astype(bool)) & ~_edge(lasso))
+    default = np.asarray(soft_rasterize(pts, 3, True, SHAPE, 5.0, 1e-4))
+    np.testing.assert_array_equal(default, np.asarray(_soft_kind(pts, 3, True, -1)))
+
+
+def _edge(gesture):
+    a, b = gesture_segments(gesture)
+    yy, xx = np.mgrid[: SHAPE[0], : SHAPE[1]]
+    d = segment_distance_np(xx[..., None], yy[..., None], a, b).min(axis=-1)
+    return np.abs(d - 5.0) <= 1e-3

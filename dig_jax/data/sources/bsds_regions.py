@@ -28,8 +28,12 @@ class UprightImage:
 
     def __call__(self) -> np.ndarray:
         image = read_image(self.path)
-        with Image.open(self.label_path) as labels:  # header only
-            width, height = labels.size
+        try:
+            with Image.open(self.label_path) as labels:  # header only
+                width, height = labels.size
+        except Exception as err:  # PIL raises OSError, SyntaxError, struct.error, IndexError...
+            # on missing, truncated or malformed files: all of them mean "bad item" here
+            raise ValueError(f"cannot read label file: {self.label_path} ({err})") from None
         h, w = image.shape[:2]
         if (height, width) == (w, h) != (h, w):
             image = np.ascontiguousarray(np.rot90(image, k=1))  # counter-clockwise
@@ -38,7 +42,8 @@ class UprightImage:
 
 @dataclasses.dataclass(frozen=True)
 class LabelMapMasks:
-    """Picklable loader: one instance per label >= 1 of a label map (label 0 is unlabelled)."""
+    """Picklable loader: one instance per label >= 1 of a label map (label 0 is unlabelled);
+    ValueError naming the file when it cannot be read."""
 
     path: str
 

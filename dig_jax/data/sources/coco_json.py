@@ -1,12 +1,17 @@
 """COCO / LVIS instance annotations (polygons, uncompressed or compressed RLE) via pycocotools.
 
 One `Record` per image that has at least one annotation; `iscrowd` annotations become void.
+Bad items do not abort the file: an annotation of an unknown image id, an image entry without
+a usable height / width / file name, or an annotation without an id is reported and left out
+(`scan_coco_json` returns the problems, `coco_json` logs them); an annotation that decodes to an
+empty mask drops that instance when the image is loaded, not the image.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +19,20 @@ from pycocotools import mask as mask_utils
 
 from dig_jax.data.sources.record import Record
 
+log = logging.getLogger(__name__)
+
 
 def decode_segmentation(segmentation, height: int, width: int) -> np.ndarray:
     """COCO `segmentation` (polygon list, RLE dict with list or str counts) -> uint8[H, W] {0,1}."""
+    try:
+        return _decode(segmentation, height, width)
+    except (TypeError, KeyError, IndexError, UnicodeError) as err:  # malformed polygon or RLE
+        raise ValueError(
+            f"segmentation: cannot decode {segmentation!r:.60} ({type(err).__name__})"
+        ) from None
+
+
+def _decode(segmentation, height: int, width: int) -> np.ndarray:
     if isinstance(segmentation, list):
         polygons = [p for p in segmentation if len(p) >= 6]
         if not polygons:
@@ -37,22 +53,98 @@ def decode_segmentation(segmentation, height: int, width: int) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class CocoMasks:
-    """Picklable loader for the annotations of one image."""
+    """Picklable loader for the annotations of one image: (instances, void, instance_ids),
+    leaving out the instances whose mask decodes empty."""
 
     segmentations: tuple
     crowd: tuple
     height: int
     width: int
+    ids: tuple[int, ...]
 
-    def __call__(self) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
         h, w = self.height, self.width
         masks = [decode_segmentation(s, h, w) for s in self.segmentations]
-        crowd = [decode_segmentation(s, h, w) for s in self.crowd]
+        kept = [(m, i) for m, i in zip(masks, self.ids, strict=True) if m.any()]
         void = np.zeros((h, w), np.uint8)
-        for m in crowd:
-            void |= m
-        instances = np.stack(masks) if masks else np.zeros((0, h, w), np.uint8)
-        return instances, void
+        for s in self.crowd:
+            void |= decode_segmentation(s, h, w)
+        instances = np.stack([m for m, _ in kept]) if kept else np.zeros((0, h, w), np.uint8)
+        return instances, void, tuple(i for _, i in kept)
+
+
+def _image_size(info: dict) -> tuple[int, int] | None:
+    try:
+        h, w = int(info["height"]), int(info["width"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return (h, w) if h >= 1 and w >= 1 else None
+
+
+def scan_coco_json(
+    annotation_file: str | Path, image_dir: str | Path, *, name: str = "coco"
+) -> tuple[list[Record], list[str]]:
+    """Like `coco_json` but returns (records, problems): one line per item left out.
+
+    Raises ValueError only when the file itself is unusable (missing, not JSON, no `images` or
+    `annotations` list).
+    """
+    annotation_file = Path(annotation_file)
+    if not annotation_file.is_file():
+        raise ValueError(f"annotation_file: not found: {annotation_file}")
+    try:
+        data = json.loads(annotation_file.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"annotation_file: {annotation_file} is not valid JSON ({err})") from None
+    if not isinstance(data, dict) or not all(
+        isinstance(data.get(k), list) for k in ("images", "annotations")
+    ):
+        raise ValueError(f"annotation_file: {annotation_file} lacks 'images' or 'annotations'")
+    problems: list[str] = []
+    images = {img["id"]: img for img in data["images"] if isinstance(img, dict) and "id" in img}
+    if len(images) != len(data["images"]):
+        problems.append(f"{annotation_file}: {len(data['images']) - len(images)} image(s) lack id")
+    by_image: dict = {}
+    for ann in data["annotations"]:
+        if not isinstance(ann, dict) or ann.get("area", 1) == 0 or not ann.get("segmentation"):
+            continue
+        if not isinstance(ann.get("id"), int):
+            problems.append(f"{annotation_file}: annotation without an integer id skipped")
+        elif ann.get("image_id") not in images:
+            problems.append(
+                f"{annotation_file}: annotation {ann['id']} refers to unknown image id "
+                f"{ann.get('image_id')!r}"
+            )
+        else:
+            by_image.setdefault(ann["image_id"], []).append(ann)
+    records = []
+    for image_id in sorted(by_image, key=str):
+        info = images[image_id]
+        size = _image_size(info)
+        if size is None or not isinstance(info.get("file_name"), str):
+            problems.append(f"{annotation_file}: image {image_id!r} lacks height/width/file_name")
+            continue
+        anns = sorted(by_image[image_id], key=lambda a: a["id"])
+        objects = [a for a in anns if not a.get("iscrowd", 0)]
+        if not objects:
+            continue
+        path = Path(image_dir) / info["file_name"]
+        ids = tuple(int(a["id"]) for a in objects)
+        records.append(
+            Record(
+                source=name,
+                image_id=str(image_id),
+                image=path,
+                masks=CocoMasks(
+                    tuple(a["segmentation"] for a in objects),
+                    tuple(a["segmentation"] for a in anns if a.get("iscrowd", 0)),
+                    *size,
+                    ids,
+                ),
+                describe=str(path),
+            )
+        )
+    return records, problems
 
 
 def coco_json(
@@ -64,46 +156,10 @@ def coco_json(
       annotation_file: the JSON with `images` and `annotations` (`segmentation`, `image_id`, `id`).
       image_dir: folder with the images' `file_name`s.
       name: source name.
-    Annotations with an empty segmentation (area 0) are left out; crowd ones become void.
+    Annotations with an empty segmentation (area 0) are left out; crowd ones become void. Bad
+    items (see the module docstring) are logged as warnings and left out.
     """
-    annotation_file = Path(annotation_file)
-    if not annotation_file.is_file():
-        raise ValueError(f"annotation_file: not found: {annotation_file}")
-    try:
-        data = json.loads(annotation_file.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"annotation_file: {annotation_file} is not valid JSON ({err})") from None
-    if "images" not in data or "annotations" not in data:
-        raise ValueError(f"annotation_file: {annotation_file} lacks 'images' or 'annotations'")
-    images = {img["id"]: img for img in data["images"]}
-    by_image: dict = {}
-    for ann in data["annotations"]:
-        if ann.get("area", 1) == 0 or not ann.get("segmentation"):
-            continue
-        by_image.setdefault(ann["image_id"], []).append(ann)
-    records = []
-    for image_id in sorted(by_image, key=str):
-        if image_id not in images:
-            raise ValueError(f"annotation_file: annotation refers to unknown image id {image_id}")
-        info = images[image_id]
-        anns = sorted(by_image[image_id], key=lambda a: a["id"])
-        objects = [a for a in anns if not a.get("iscrowd", 0)]
-        if not objects:
-            continue
-        path = Path(image_dir) / info["file_name"]
-        records.append(
-            Record(
-                source=name,
-                image_id=str(image_id),
-                image=path,
-                masks=CocoMasks(
-                    tuple(a["segmentation"] for a in objects),
-                    tuple(a["segmentation"] for a in anns if a.get("iscrowd", 0)),
-                    int(info["height"]),
-                    int(info["width"]),
-                ),
-                instance_ids=tuple(int(a["id"]) for a in objects),
-                describe=str(path),
-            )
-        )
+    records, problems = scan_coco_json(annotation_file, image_dir, name=name)
+    for problem in problems:
+        log.warning("skipping bad item: %s", problem)
     return records

@@ -5,16 +5,24 @@ Row fields (as in the DIG release): `img_id`, `size` [H, W], and per sample `obj
 `syn_annotations` (the rasterised gesture), `has_prior`, `corr_id` (-1 for creation),
 `gesture` (0 click ... 4 rectangle), `mode` (1 add, 0 remove; "add"/"remove"/"sub" are read too);
 `prior` maps str(obj_id) to that object's previous segmentation. Multi-region samples:
-`has_mul`, `mul_obj_id`, `mul_gesture`, `mul_gt` (no void), `mul_annot`, `mul_prior`.
-dig_jax adds two optional fields: `file_name` (the image file in `image_dir`) and `obj_gt`
-(str(obj_id) -> the whole region, the global GT); without `obj_gt` the global GT is read as
-the valid local GT.
+`has_mul`, `mul_obj_id`, `mul_gesture`, `mul_gt` (valid local-GT pixels), `mul_annot`,
+`mul_prior` (the other region, correct). dig_jax adds three optional fields: `file_name` (the
+image file in `image_dir`), `obj_gt` (str(obj_id) -> the whole region, the global GT; without
+it the global GT is read as the valid local GT; multi-region: `obj_gt` joined with `mul_prior`)
+and `mul_gt_void` (the multi-region target's void pixels, like `syn_gt_void`; absent or None:
+no void).
+
+Bad items do not abort: a row without `img_id` or an `obj_id` list is reported and left out
+(`scan_dig_json` returns the problems, `dig_json` logs them); every other missing or malformed
+field, and a mask whose size differs from the image, is a ValueError naming the file, the row
+and the field when that sample is loaded (the pipeline reports and skips it).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +34,7 @@ from dig_jax.data.samples import Sample, make_sample
 from dig_jax.data.sources.record import read_image
 from dig_jax.gestures.types import Context
 
+log = logging.getLogger(__name__)
 _IMAGE_SUFFIXES = (".jpg", ".png", ".jpeg", ".JPG", ".bmp")
 _MODES = {"add": 1, "remove": 0, "sub": 0, "1": 1, "0": 0}
 
@@ -56,7 +65,7 @@ class DigRowWriter:
             self.row["file_name"] = file_name
         for key in ("obj_id", "syn_gt", "syn_gt_void", "syn_annotations", "has_prior",
                     "corr_id", "gesture", "mode", "has_mul", "mul_obj_id", "mul_gesture",
-                    "mul_gt", "mul_annot", "mul_prior"):  # fmt: skip
+                    "mul_gt", "mul_gt_void", "mul_annot", "mul_prior"):  # fmt: skip
             self.row[key] = []
         self.row["prior"] = {}
         self.row["obj_gt"] = {}
@@ -83,7 +92,8 @@ class DigRowWriter:
         multi: dict | None = None,
     ) -> None:
         """Append a sample; `target` uint8 {0,1,255}; `multi` = dict(obj_id, gesture, gt,
-        annotation, prior) for its multi-region variant."""
+        annotation, prior) for its multi-region variant, `gt` its local target uint8
+        {0,1,255} (written as `mul_gt` + `mul_gt_void`)."""
         target = np.asarray(target)
         if has_prior and str(int(obj_id)) not in self.row["prior"]:
             raise ValueError(f"has_prior: object {obj_id} has no prior set (call set_object)")
@@ -100,7 +110,10 @@ class DigRowWriter:
         m = multi or {}
         r["mul_obj_id"].append(int(m.get("obj_id", -1)))
         r["mul_gesture"].append(int(m.get("gesture", -1)))
-        for key, name in (("mul_gt", "gt"), ("mul_annot", "annotation"), ("mul_prior", "prior")):
+        mul_gt = None if multi is None else np.asarray(m["gt"])
+        r["mul_gt"].append(None if multi is None else encode_rle(mul_gt == 1))
+        r["mul_gt_void"].append(None if multi is None else encode_rle(mul_gt == VOID))
+        for key, name in (("mul_annot", "annotation"), ("mul_prior", "prior")):
             r[key].append(encode_rle(m[name]) if multi is not None else None)
 
 
@@ -109,42 +122,108 @@ def write_dig_json(path: str | Path, rows: list[dict]) -> None:
     Path(path).write_text(json.dumps(rows, separators=(",", ":")))
 
 
+_SAMPLE_FIELDS = ("syn_gt", "syn_gt_void", "syn_annotations", "has_prior", "gesture", "mode")
+_MULTI_FIELDS = ("has_mul", "mul_gt", "mul_annot", "mul_prior", "mul_gesture")
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class DigEntry:
-    """One sample of a DIG JSON file (picklable); `multi` selects its multi-region variant."""
+    """One sample of a DIG JSON file (picklable); `multi` selects its multi-region variant;
+    `json_path` names the file in error messages."""
 
     row: dict
     index: int
     image_path: str
     multi: bool = False
+    json_path: str = ""
+
+    @property
+    def name(self) -> str:
+        """File, row and sample index, for error messages."""
+        return f"{self.json_path or self.image_path} row {self.row.get('img_id')!r} #{self.index}"
+
+    def _field(self, key: str) -> Any:
+        """Per-sample value `row[key][index]`; ValueError naming the field if missing."""
+        column = self.row.get(key)
+        if not isinstance(column, list) or len(column) <= self.index:
+            raise ValueError(f"{self.name}: field {key!r} missing or shorter than obj_id")
+        return column[self.index]
+
+    def _int(self, key: str) -> int:
+        value = self._field(key)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ValueError(f"{self.name}: field {key!r} must be an int, got {value!r:.40}")
+        return int(value)
+
+    def _mask(self, key: str, rle: Any, size: tuple[int, int]) -> np.ndarray:
+        """Decoded mask of field `key`; ValueError naming it if malformed or not of `size`."""
+        try:
+            mask = decode_rle(rle)
+        except (TypeError, KeyError, IndexError, ValueError, UnicodeError) as err:
+            raise ValueError(
+                f"{self.name}: field {key!r} is not a COCO RLE ({err!r:.60})"
+            ) from None
+        if mask.shape != size:
+            raise ValueError(f"{self.name}: {key} size {mask.shape} != image size {size}")
+        return mask
+
+    def _target(self, key: str, void_key: str, size: tuple[int, int]) -> np.ndarray:
+        """uint8 {0,1,255}: the mask of `key` + 255 * the mask of `void_key` (None: no void)."""
+        target = self._mask(key, self._field(key), size)
+        void_rle = self._field(void_key) if void_key in self.row else None
+        if void_rle is not None:
+            target = np.where(self._mask(void_key, void_rle, size) > 0, VOID, target)
+        return target.astype(np.uint8)
+
+    def _size(self) -> tuple[int, int]:
+        """Checks every field this sample needs, up front; returns the row's (H, W)."""
+        size = self.row.get("size")
+        if not (
+            isinstance(size, list) and len(size) == 2 and all(isinstance(v, int) for v in size)
+        ):
+            raise ValueError(f"{self.name}: field 'size' must be [H, W], got {size!r:.40}")
+        self._int("obj_id")
+        for key in _MULTI_FIELDS if self.multi else _SAMPLE_FIELDS:
+            self._field(key)
+        if self.multi and not self._field("has_mul"):
+            raise ValueError(f"{self.name}: multi-region variant requested but has_mul is false")
+        if not self.multi and self._field("has_prior"):
+            prior = self.row.get("prior")
+            if not isinstance(prior, dict) or str(self._int("obj_id")) not in prior:
+                raise ValueError(f"{self.name}: has_prior is true but 'prior' lacks the object")
+        return int(size[0]), int(size[1])
 
     def load(self) -> Sample:
-        """The sample dict (image read from `image_path`, distance recomputed)."""
-        r, i = self.row, self.index
+        """The sample dict (image read from `image_path`, distance recomputed); ValueError
+        naming the file, row and field on a missing or malformed field or a size mismatch."""
+        size = self._size()
         image = read_image(self.image_path)
-        h, w = r["size"]
-        if image.shape[:2] != (h, w):
-            raise ValueError(
-                f"{self.image_path}: image size {image.shape[:2]} != row size {(h, w)}"
-            )
-        obj = r["obj_id"][i]
+        if image.shape[:2] != size:
+            raise ValueError(f"{self.image_path}: image size {image.shape[:2]} != row size {size}")
+        obj = self._int("obj_id")
+        obj_gt = self.row.get("obj_gt") or {}
+        region = self._mask("obj_gt", obj_gt[str(obj)], size) if str(obj) in obj_gt else None
         if self.multi:
-            gt = decode_rle(r["mul_gt"][i])
+            other = self._mask("mul_prior", self._field("mul_prior"), size)
+            target = self._target("mul_gt", "mul_gt_void", size)
             return make_sample(
-                image=image, gesture_map=decode_rle(r["mul_annot"][i]),
-                prev_mask=decode_rle(r["mul_prior"][i]), target=gt, region=gt,
-                kind=r["mul_gesture"][i], context=Context.ADD, image_id=r["img_id"],
+                image=image, gesture_map=self._mask("mul_annot", self._field("mul_annot"), size),
+                prev_mask=other, target=target,
+                region=(target == 1) if region is None else (region | other),
+                kind=self._int("mul_gesture"), context=Context.ADD, image_id=self.row["img_id"],
                 instance_id=obj,
             )  # fmt: skip
-        target = decode_rle(r["syn_gt"][i]) + VOID * decode_rle(r["syn_gt_void"][i])
-        target = target.astype(np.uint8)
-        prev = decode_rle(r["prior"][str(obj)]) if r["has_prior"][i] else None
-        obj_gt = r.get("obj_gt", {}).get(str(obj))
-        region = decode_rle(obj_gt) if obj_gt else (target == 1)
+        mode = _MODES.get(str(self._field("mode")).lower())
+        if mode is None:
+            raise ValueError(f"{self.name}: field 'mode' has unknown value {self._field('mode')!r}")
+        has_prior = self._field("has_prior")
+        annotation = self._mask("syn_annotations", self._field("syn_annotations"), size)
+        target = self._target("syn_gt", "syn_gt_void", size)
         return make_sample(
-            image=image, gesture_map=decode_rle(r["syn_annotations"][i]), prev_mask=prev,
-            target=target, region=region, kind=r["gesture"][i],
-            context=_MODES[str(r["mode"][i]).lower()], image_id=r["img_id"], instance_id=obj,
+            image=image, gesture_map=annotation, target=target,
+            prev_mask=self._mask("prior", self.row["prior"][str(obj)], size) if has_prior else None,
+            region=(target == 1) if region is None else region, kind=self._int("gesture"),
+            context=mode, image_id=self.row["img_id"], instance_id=obj,
         )  # fmt: skip
 
 
@@ -157,12 +236,14 @@ def _image_path(row: dict, image_dir: Path) -> Path:
     return image_dir / f"{row['img_id']}.jpg"
 
 
-def dig_json(
+def scan_dig_json(
     path: str | Path, image_dir: str | Path, *, include_multi: bool = True
-) -> list[DigEntry]:
-    """All samples of a DIG JSON file (a list of rows, or a dict of column lists as written by
-    pandas `to_json(orient="columns")`), in file order; multi-region variants follow their
-    sample when `include_multi`."""
+) -> tuple[list[DigEntry], list[str]]:
+    """Like `dig_json` but returns (entries, problems): one line per row left out.
+
+    Raises ValueError only when the file itself is unusable (missing, not JSON, not a list of
+    rows or a dict of columns).
+    """
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"path: DIG JSON file not found: {path}")
@@ -171,19 +252,42 @@ def dig_json(
     except json.JSONDecodeError as err:
         raise ValueError(f"path: {path} is not valid JSON ({err})") from None
     if isinstance(data, dict):  # column-oriented: {field: {row_index: value}}
-        keys = sorted(next(iter(data.values())), key=int)
-        data = [{field: col[k] for field, col in data.items()} for k in keys]
+        if not data or not all(isinstance(col, dict) for col in data.values()):
+            raise ValueError(f"path: {path} is a dict but not of {{field: {{row: value}}}}")
+        keys = sorted({k for col in data.values() for k in col}, key=int)
+        data = [{field: col[k] for field, col in data.items() if k in col} for k in keys]
+    if not isinstance(data, list):
+        raise ValueError(f"path: {path} must hold a list of rows, got {type(data).__name__}")
     image_dir = Path(image_dir)
-    entries = []
-    for row in data:
-        missing = {"img_id", "size", "obj_id", "syn_gt", "syn_gt_void", "syn_annotations"} - set(
-            row
-        )
-        if missing:
-            raise ValueError(f"path: row {row.get('img_id')} of {path} lacks {sorted(missing)}")
+    entries, problems = [], []
+    for k, row in enumerate(data):
+        if (
+            not isinstance(row, dict)
+            or "img_id" not in row
+            or not isinstance(row.get("obj_id"), list)
+        ):
+            img_id = row.get("img_id") if isinstance(row, dict) else None
+            problems.append(
+                f"{path}: row {k} (img_id {img_id!r}) lacks 'img_id' or an 'obj_id' list"
+            )
+            continue
         image_path = str(_image_path(row, image_dir))
+        has_mul = row.get("has_mul") if isinstance(row.get("has_mul"), list) else []
         for i in range(len(row["obj_id"])):
-            entries.append(DigEntry(row, i, image_path))
-            if include_multi and row.get("has_mul") and row["has_mul"][i]:
-                entries.append(DigEntry(row, i, image_path, multi=True))
+            entries.append(DigEntry(row, i, image_path, json_path=str(path)))
+            if include_multi and i < len(has_mul) and has_mul[i]:
+                entries.append(DigEntry(row, i, image_path, multi=True, json_path=str(path)))
+    return entries, problems
+
+
+def dig_json(
+    path: str | Path, image_dir: str | Path, *, include_multi: bool = True
+) -> list[DigEntry]:
+    """All samples of a DIG JSON file (a list of rows, or a dict of column lists as written by
+    pandas `to_json(orient="columns")`), in file order; multi-region variants follow their
+    sample when `include_multi`. Rows that cannot be enumerated are logged and left out; other
+    bad fields surface as ValueError from `DigEntry.load`."""
+    entries, problems = scan_dig_json(path, image_dir, include_multi=include_multi)
+    for problem in problems:
+        log.warning("skipping bad item: %s", problem)
     return entries

@@ -15,29 +15,33 @@ import cv2
 import numpy as np
 
 ImageRef = str | Path | np.ndarray | Callable[[], np.ndarray]
-# A mask loader returns (instances uint8[K,H,W] in {0,1}, void uint8[H,W] in {0,1}).
-MaskRef = tuple[np.ndarray, np.ndarray] | Callable[[], tuple[np.ndarray, np.ndarray]]
+# A mask loader returns (instances uint8[K,H,W] in {0,1}, void uint8[H,W] in {0,1}), or
+# (instances, void, instance_ids) when the ids are known only after loading.
+MaskRef = tuple[np.ndarray, ...] | Callable[[], tuple[np.ndarray, ...]]
+
+
+def _imread(path: Path, what: str) -> np.ndarray:
+    """cv2.imread(IMREAD_UNCHANGED) with every failure turned into a ValueError naming the file."""
+    if not path.is_file():
+        raise ValueError(f"{what} file not found: {path}")
+    try:
+        data = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    except cv2.error as err:
+        raise ValueError(f"cannot decode {what} file: {path} ({str(err).strip()[:80]})") from None
+    if data is None:
+        raise ValueError(f"cannot decode {what} file: {path}")
+    return data
 
 
 def read_image(path: str | Path) -> np.ndarray:
     """Read an image file as RGB uint8[H, W, 3]; ValueError if missing or unreadable."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"image file not found: {path}")
-    data = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
-    if data is None:
-        raise ValueError(f"cannot decode image file: {path}")
-    return to_rgb(data, name=str(path), bgr=True)
+    return to_rgb(_imread(Path(path), "image"), name=str(path), bgr=True)
 
 
 def read_gray(path: str | Path) -> np.ndarray:
-    """Read a single-channel mask or label file unchanged (uint8 or uint16 [H, W])."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"mask file not found: {path}")
-    data = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
-    if data is None:
-        raise ValueError(f"cannot decode mask file: {path}")
+    """Read a single-channel mask or label file unchanged (uint8 or uint16 [H, W]); ValueError
+    naming the file if missing or unreadable."""
+    data = _imread(Path(path), "mask")
     if data.ndim == 3:  # a colour-saved binary mask: every channel holds the same value
         data = data[..., 0]
     return data
@@ -83,8 +87,10 @@ class Record:
       source: name of the source (e.g. "grabcut", "procedural").
       image_id: identifier unique within the source.
       image: path, RGB uint8 array or zero-argument callable returning one.
-      masks: (instances, void) arrays or a zero-argument callable returning them.
-      instance_ids: ids of the instances when known without reading (else None).
+      masks: (instances, void) arrays or a zero-argument callable returning them, or returning
+        (instances, void, instance_ids) when the ids are known only after loading.
+      instance_ids: ids of the instances when known without reading (else None; a 3-tuple from
+        `masks` overrides them).
       describe: file name(s) used in error messages.
     """
 
@@ -112,7 +118,12 @@ class Record:
         """Read and validate the image and masks; ValueError naming the file on bad input."""
         name = self.describe or f"{self.source}:{self.image_id}"
         image = self.load_image()
-        instances, void = self.masks() if callable(self.masks) else self.masks
+        loaded = self.masks() if callable(self.masks) else self.masks
+        ids = self.instance_ids
+        if len(loaded) == 3:
+            instances, void, ids = loaded
+        else:
+            instances, void = loaded
         instances = np.asarray(instances)
         void = np.zeros(image.shape[:2], np.uint8) if void is None else np.asarray(void)
         if instances.ndim != 3:
@@ -123,7 +134,6 @@ class Record:
             )
         instances = (instances > 0).astype(np.uint8)
         void = (void > 0).astype(np.uint8)
-        ids = self.instance_ids
         if ids is None:
             ids = tuple(range(1, len(instances) + 1))
         if len(ids) != len(instances):
