@@ -52,8 +52,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
-    if args.size % 32:
-        parser.error("--size must be a multiple of 32 (the backbone's stride)")
+    if args.size < 32 or args.size % 32:
+        parser.error(
+            f"--size must be a positive multiple of 32 (the backbone's stride), got {args.size}"
+        )
+    if args.batch < 1:
+        parser.error(f"--batch must be >= 1, got {args.batch}")
+    if args.limit is not None and args.limit < 0:
+        parser.error(f"--limit must be >= 0, got {args.limit}")
+    if not args.lr_mult > 0:
+        parser.error(f"--lr-mult must be > 0, got {args.lr_mult}")
+    if not args.lam >= 0:
+        parser.error(f"--lam must be >= 0, got {args.lam}")
+    if args.steps < 1:
+        parser.error(f"--steps must be >= 1, got {args.steps}")
+    for checkpoint in args.checkpoint:
+        if not checkpoint.is_file():
+            parser.error(f"--checkpoint {checkpoint} is not a file")
 
     from dig_jax import load_segmenter
     from dig_jax.data.sources.benchmark_folder import scan_benchmark_folder
@@ -98,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
             results[f"user_boxes:{args.user_boxes.name}/{name}"] = user
             print(
                 f"{name} real user boxes ({args.user_boxes.name}): IoU {user['mean_iou']:.3f} "
-                f"± {user['std_iou']:.3f} over {user['n_boxes']} boxes"
+                f"± {user['std_iou']:.3f} over {user['n_users']} users "
+                f"({user['n_boxes']} boxes, pooled {user['pooled_mean_iou']:.3f} "
+                f"± {user['pooled_std_iou']:.3f})"
             )
     args.out.mkdir(parents=True, exist_ok=True)
     settings = {k: v for k, v in vars(args).items() if k not in ("checkpoint", "out")}

@@ -23,6 +23,7 @@ from dig_jax.data.regions import VOID, extract_regions
 from dig_jax.data.sources.record import resize_loaded
 from dig_jax.evaluation import (
     CONTEXT_STRATEGIES,
+    GESTURE_ENCODINGS,
     SkipLog,
     evaluate_samples,
     evaluation_samples,
@@ -71,6 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=320, help="evaluation resolution (px)")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--context", default="oracle", choices=CONTEXT_STRATEGIES)
+    parser.add_argument(
+        "--gesture-encoding",
+        default="model",
+        choices=GESTURE_ENCODINGS,
+        help="context models: gestures as trained (model), as skeleton clicks, or as a box",
+    )
     parser.add_argument("--nog-kinds", default="", help="e.g. click,scribble: run NoG for these")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="results/eval")
@@ -79,7 +86,15 @@ def main(argv: list[str] | None = None) -> int:
     from dig_jax.export import load_segmenter
 
     segmenter = load_segmenter(args.checkpoint)
-    predict = segmenter_predictor(segmenter, context_strategy=args.context, seed=args.seed)
+    try:
+        predict = segmenter_predictor(
+            segmenter,
+            context_strategy=args.context,
+            gesture_encoding=args.gesture_encoding,
+            seed=args.seed,
+        )
+    except ValueError as error:
+        parser.error(str(error))
     modes = tuple(m for m in args.modes.split(",") if m)
     results, counts, nogs = {}, {}, {}
     skipped = SkipLog()
@@ -119,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         "checkpoint": str(args.checkpoint),
         "size": args.size,
         "context_strategy": args.context,
+        "gesture_encoding": args.gesture_encoding,
         "samples": counts,
         "metrics": results,
         "nog": nogs,

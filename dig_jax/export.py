@@ -18,11 +18,11 @@ import ml_collections
 import numpy as np
 from flax import serialization
 
-from dig_jax.gestures.types import Context
-from dig_jax.models.interactive import build_segmenter, context_input, gesture_input
+from dig_jax.gestures.types import Context, GestureKind
+from dig_jax.models.interactive import build_segmenter, context_input, gesture_input, pad_input
 
 MAGIC = b"DIGJAX-SEGMENTER 1\n"
-STRIDE = 32  # inputs are zero-padded to a multiple of the backbone's total stride
+STRIDE = 32  # inputs are padded (`pad_input`) to a multiple of the backbone's total stride
 
 
 def save_segmenter(path: str | Path, variables: dict, config: Any) -> Path:
@@ -54,12 +54,6 @@ def _read(path: Path) -> tuple[ml_collections.ConfigDict, dict]:
     return config, variables
 
 
-def _pad(x: np.ndarray, height: int, width: int) -> np.ndarray:
-    pad = [(0, 0)] * x.ndim
-    pad[1], pad[2] = (0, height - x.shape[1]), (0, width - x.shape[2])
-    return np.pad(x, pad)
-
-
 class LoadedSegmenter:
     """Inference wrapper: `predict(image, gesture_map, prev_mask=None) -> uint8[H, W]`."""
 
@@ -81,9 +75,19 @@ class LoadedSegmenter:
         return logits_fn
 
     def make_input(
-        self, image: Any, gesture_map: Any, prev_mask: Any = None, context: int = Context.ADD
+        self,
+        image: Any,
+        gesture_map: Any,
+        prev_mask: Any = None,
+        context: int = Context.ADD,
+        kind: int | None = None,
     ) -> np.ndarray:
-        """Model input f32[H, W, C] for one image uint8[H, W, 3] and gesture map {0,1}[H, W]."""
+        """Model input f32[H, W, C] for one image uint8[H, W, 3] and gesture map {0,1}[H, W].
+
+        `context` and `kind` (a GestureKind, None = unknown) are read by context models only:
+        trained with skeleton clicks, they get a RECTANGLE in the box channel (as in training)
+        and any other gesture as clicks; trained on gesture maps, they ignore `kind`.
+        """
         image = np.asarray(image)
         gesture_map = (np.asarray(gesture_map) > 0).astype(np.uint8)
         if image.ndim != 3 or image.shape[2] != 3:
@@ -92,6 +96,8 @@ class LoadedSegmenter:
             raise ValueError(
                 f"gesture_map must have shape {image.shape[:2]}, got {gesture_map.shape}"
             )
+        if kind is not None and int(kind) not in set(GestureKind):
+            raise ValueError(f"kind must be a GestureKind code 0..4 or None, got {kind!r}")
         prev = np.zeros_like(gesture_map) if prev_mask is None else np.asarray(prev_mask)
         if prev.shape != gesture_map.shape:
             raise ValueError(f"prev_mask must have shape {gesture_map.shape}, got {prev.shape}")
@@ -100,34 +106,35 @@ class LoadedSegmenter:
             from dig_jax.gestures import distance_map
 
             x = gesture_input(image, gesture_map, distance_map(gesture_map), prev)
-        else:
-            batch = {
-                "image": image[None],
-                "gesture": gesture_map[None],
-                "prev_mask": prev[None],
-                "context": np.array([int(context)]),
-                "gesture_kind": np.array([1]),
-            }
-            if self.config.model.get("context_encoding", "gesture") == "clicks":
-                from dig_jax.models.interactive import encode_context_clicks
+        elif self.config.model.get("context_encoding", "gesture") == "clicks":
+            from dig_jax.models.interactive import encode_context_clicks
 
-                batch = encode_context_clicks(batch)
-                x = context_input(
-                    image, batch["positive"][0], batch["negative"][0], batch["box"][0], prev
-                )
-            else:
-                add = float(int(context) == Context.ADD)
-                x = context_input(image, gesture_map * add, gesture_map * (1 - add), None, prev)
+            batch = {
+                "gesture": gesture_map[None],
+                "context": np.array([int(context)]),
+                "gesture_kind": np.array([GestureKind.SCRIBBLE if kind is None else int(kind)]),
+            }
+            batch = encode_context_clicks(batch)
+            x = context_input(
+                image, batch["positive"][0], batch["negative"][0], batch["box"][0], prev
+            )
+        else:
+            add = float(int(context) == Context.ADD)
+            x = context_input(image, gesture_map * add, gesture_map * (1 - add), None, prev)
         return np.asarray(x)
 
     def predict(
-        self, image: Any, gesture_map: Any, prev_mask: Any = None, context: int = Context.ADD
+        self,
+        image: Any,
+        gesture_map: Any,
+        prev_mask: Any = None,
+        context: int = Context.ADD,
+        kind: int | None = None,
     ) -> np.ndarray:
-        """Binary mask uint8[H, W] for one gesture (context only matters for context models)."""
-        x = self.make_input(image, gesture_map, prev_mask, context)[None]
+        """Binary mask uint8[H, W] for one gesture (`context`, `kind`: see `make_input`)."""
+        x = self.make_input(image, gesture_map, prev_mask, context, kind)[None]
         height, width = x.shape[1:3]
-        padded_h, padded_w = -(-height // STRIDE) * STRIDE, -(-width // STRIDE) * STRIDE
-        logits = self._logits(jnp.asarray(_pad(x, padded_h, padded_w)))
+        logits = self._logits(jnp.asarray(pad_input(x, self.input_kind, STRIDE)))
         return (np.asarray(logits[0, :height, :width]) > 0).astype(np.uint8)
 
 

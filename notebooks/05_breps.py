@@ -66,8 +66,9 @@ if checkpoint and Path(checkpoint).is_file():
 
     seg = load_segmenter(checkpoint)
     predict = gesture_predict = seg.predict_logits_fn()
-    encode_box = box_encoder(seg.input_kind, seg.config.model.get("context_encoding", "gesture"))
-    encode_points = points_encoder(seg.input_kind)
+    context_encoding = seg.config.model.get("context_encoding", "gesture")
+    encode_box = box_encoder(seg.input_kind, context_encoding)
+    encode_points = points_encoder(seg.input_kind, context_encoding)
     print(f"model: {checkpoint} ({seg.input_kind})")
 else:
     print("DIG_JAX_CHECKPOINT not set: using the colour stand-in models")

@@ -5,6 +5,7 @@ from dig_jax.evaluation.dig_tables import evaluate_samples, kind_table
 from dig_jax.evaluation.iterative import iterative_ious, largest_error, nog
 from dig_jax.evaluation.predictors import (
     CONTEXT_STRATEGIES,
+    GESTURE_ENCODINGS,
     apply_context_strategy,
     segmenter_predictor,
 )
@@ -12,6 +13,7 @@ from dig_jax.evaluation.protocol import SkipLog, batches, evaluation_samples, st
 
 __all__ = [
     "CONTEXT_STRATEGIES",
+    "GESTURE_ENCODINGS",
     "SkipLog",
     "apply_context_strategy",
     "batches",

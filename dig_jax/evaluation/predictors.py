@@ -5,6 +5,8 @@ Gesture-agnostic models see only the gesture. Context baselines must also be tol
 DIG compares them with the context given by a strategy:
   oracle   — the true context of the sample (an upper bound no real user interface offers),
   positive — always ADD, negative — always REMOVE, random — a fair coin per sample.
+Context baselines read a gesture as they were trained (`model.context_encoding`), or, by
+`gesture_encoding`, as skeleton clicks ("clicks") or as its bounding box ("box").
 """
 
 from __future__ import annotations
@@ -17,11 +19,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from dig_jax.gestures.types import Context
-from dig_jax.models.interactive import batch_to_input, encode_context_clicks
+from dig_jax.models.interactive import (
+    batch_to_input,
+    encode_context_box,
+    encode_context_clicks,
+    pad_input,
+)
 
 Predictor = Callable[[dict[str, np.ndarray]], np.ndarray]
 CONTEXT_STRATEGIES = ("oracle", "positive", "negative", "random")
-STRIDE = 32  # the backbone's total stride: inputs are zero-padded to a multiple of it
+GESTURE_ENCODINGS = ("model", "clicks", "box")
+STRIDE = 32  # the backbone's total stride: inputs are padded (`pad_input`) to a multiple of it
 
 
 def apply_context_strategy(
@@ -41,24 +49,43 @@ def apply_context_strategy(
 
 
 def segmenter_predictor(
-    segmenter: Any, *, context_strategy: str = "oracle", seed: int = 0
+    segmenter: Any,
+    *,
+    context_strategy: str = "oracle",
+    gesture_encoding: str = "model",
+    seed: int = 0,
 ) -> Predictor:
-    """Predictor for a `dig_jax.load_segmenter(...)` object (gesture or context input)."""
-    logits_fn = jax.jit(segmenter.predict_logits_fn())
+    """Predictor for a `dig_jax.load_segmenter(...)` object (gesture or context input).
+
+    `gesture_encoding` (context models only): "model" = as trained (`model.context_encoding`),
+    "clicks" = skeleton clicks (`encode_context_clicks`, rectangles in the box channel),
+    "box" = every gesture's bounding box in the box channel (`encode_context_box`).
+    """
+    if gesture_encoding not in GESTURE_ENCODINGS:
+        raise ValueError(
+            f"gesture_encoding must be one of {GESTURE_ENCODINGS}, got {gesture_encoding!r}"
+        )
     input_kind = segmenter.input_kind
-    uses_clicks = segmenter.config.model.get("context_encoding", "gesture") == "clicks"
+    if input_kind != "context" and gesture_encoding != "model":
+        raise ValueError(
+            f"gesture_encoding={gesture_encoding!r} needs a context model, got {input_kind!r}"
+        )
+    if gesture_encoding == "model":
+        trained = segmenter.config.model.get("context_encoding", "gesture")
+        gesture_encoding = "clicks" if trained == "clicks" else "gesture"
+    logits_fn = jax.jit(segmenter.predict_logits_fn())
     rng = np.random.default_rng(seed)
 
     def predict(batch: dict[str, np.ndarray]) -> np.ndarray:
         if input_kind == "context":
             batch = apply_context_strategy(batch, context_strategy, rng)
-            if uses_clicks:
+            if gesture_encoding == "clicks":
                 batch = encode_context_clicks(batch)
+            elif gesture_encoding == "box":
+                batch = encode_context_box(batch)
         x = np.asarray(batch_to_input(batch, input_kind))
         h, w = x.shape[1:3]
-        ph, pw = -(-h // STRIDE) * STRIDE, -(-w // STRIDE) * STRIDE
-        x = np.pad(x, [(0, 0), (0, ph - h), (0, pw - w), (0, 0)])
-        logits = logits_fn(jnp.asarray(x))[:, :h, :w]
+        logits = logits_fn(jnp.asarray(pad_input(x, input_kind, STRIDE)))[:, :h, :w]
         return (np.asarray(logits) > 0).astype(np.uint8)
 
     return predict

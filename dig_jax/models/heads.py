@@ -28,16 +28,24 @@ class FusionHead(nn.Module):
         return logits[..., 0], top
 
 
+def adaptive_bins(length: int, out: int) -> list[tuple[int, int]]:
+    """PyTorch-style adaptive pooling windows [start, end) for `length` -> `out` cells:
+    start = floor(i * length / out), end = ceil((i + 1) * length / out). Every window is
+    non-empty when out <= length; neighbouring windows may overlap by one element."""
+    return [(i * length // out, -(-(i + 1) * length // out)) for i in range(out)]
+
+
 def adaptive_max_pool(x: jax.Array, size: int) -> jax.Array:
-    """Max-pool NHWC `x` to (min(size, H), min(size, W)) cells; -inf padding when not divisible."""
+    """Max-pool NHWC `x` to (min(size, H), min(size, W)) cells with PyTorch's adaptive bins
+    (`adaptive_bins`), so every cell covers at least one input pixel. Shapes are static: the
+    windows are unrolled Python slices (max over rows, then over columns)."""
     height, width = x.shape[1:3]
     out_h, out_w = min(size, height), min(size, width)
-    cell_h, cell_w = -(-height // out_h), -(-width // out_w)
-    pad_h, pad_w = out_h * cell_h - height, out_w * cell_w - width
-    if pad_h or pad_w:
-        x = jnp.pad(x, ((0, 0), (0, pad_h), (0, pad_w), (0, 0)), constant_values=-jnp.inf)
-    x = x.reshape(x.shape[0], out_h, cell_h, out_w, cell_w, x.shape[3])
-    return x.max(axis=(2, 4))
+    if height % out_h == 0 and width % out_w == 0:  # equal windows: one reshape
+        cells = x.reshape(x.shape[0], out_h, height // out_h, out_w, width // out_w, x.shape[3])
+        return cells.max(axis=(2, 4))
+    rows = jnp.stack([x[:, a:b].max(axis=1) for a, b in adaptive_bins(height, out_h)], axis=1)
+    return jnp.stack([rows[:, :, a:b].max(axis=2) for a, b in adaptive_bins(width, out_w)], axis=2)
 
 
 class MLP(nn.Module):

@@ -54,6 +54,49 @@ def context_input(
     )
 
 
+def padding_values(input_kind: str) -> np.ndarray:
+    """f32[C]: the value of each input channel on padding pixels (no image, no gesture).
+
+    RGB = the ImageNet mean (0 after normalisation), distance = 1.0 (farthest from the gesture),
+    every other map = 0 (unmarked, outside the previous mask).
+    """
+    if input_kind not in INPUT_CHANNELS:
+        raise ValueError(f"input_kind must be 'gesture' or 'context', got {input_kind!r}")
+    values = np.zeros(INPUT_CHANNELS[input_kind], np.float32)
+    values[:3] = np.asarray(RGB_MEAN, np.float32) * 255.0
+    if input_kind == "gesture":
+        values[4] = 1.0
+    return values
+
+
+def pad_input(x: Any, input_kind: str, stride: int = 32) -> Any:
+    """Pad model input x f32[..., H, W, C] at the bottom/right to multiples of `stride`.
+
+    Padding pixels hold `padding_values(input_kind)`; numpy in, numpy out (jax arrays give jax
+    arrays). The caller crops the logits back to [..., :H, :W].
+    """
+    if stride < 1:
+        raise ValueError(f"stride must be >= 1, got {stride}")
+    values = padding_values(input_kind)
+    if x.ndim < 3 or x.shape[-1] != len(values):
+        raise ValueError(
+            f"x must be f32[..., H, W, {len(values)}] for {input_kind!r} input, got {x.shape}"
+        )
+    height, width = x.shape[-3:-1]
+    padded = (
+        *x.shape[:-3],
+        -(-height // stride) * stride,
+        -(-width // stride) * stride,
+        x.shape[-1],
+    )
+    if isinstance(x, jax.Array):
+        out = jnp.broadcast_to(jnp.asarray(values), padded)
+        return out.at[..., :height, :width, :].set(x.astype(jnp.float32))
+    out = np.broadcast_to(values, padded).copy()
+    out[..., :height, :width, :] = x
+    return out
+
+
 class Segmenter(nn.Module):
     """HRNet + fusion head (+ optional context/kind heads). `__call__(x, train)` -> dict.
 
@@ -158,3 +201,48 @@ def encode_context_clicks(batch: dict[str, np.ndarray], max_points: int = 24) ->
             disks |= rasterize(Gesture(GestureKind.CLICK, point[None], False), size, BRUSH_RADIUS)
         (positive if int(batch["context"][i]) == 1 else negative)[i] = disks
     return {**batch, "positive": positive, "negative": negative, "box": box}
+
+
+def gesture_map_box(gesture_map: np.ndarray, radius: float = 5) -> np.ndarray | None:
+    """Box f32[4] (pixel edges) of the gesture drawn as map {0,1}[H, W], or None if it is empty.
+
+    The marked pixels' extent [min, max] is shrunk by the brush: the box's outline points are
+    (min + radius - 0.5, max - radius + 0.5), boxed by `to_box`. This inverts the drawing of a
+    rectangle with integer edges exactly (a click gives the box of its pixel, as `to_box` does);
+    for other gestures it is the box of their points within half a pixel.
+    """
+    from dig_jax.gestures import Gesture, GestureKind, to_box
+
+    rows, cols = np.nonzero(gesture_map)
+    if len(rows) == 0:
+        return None
+    inset = radius - 0.5
+    lo = np.array([cols.min(), rows.min()], np.float32)
+    hi = np.array([cols.max(), rows.max()], np.float32)
+    centre = (lo + hi) / 2
+    crossed = hi - lo < 2 * inset  # marks narrower than the brush (clipped at the border)
+    corners = np.stack(
+        [np.where(crossed, centre, lo + inset), np.where(crossed, centre, hi - inset)]
+    )
+    return to_box(Gesture(GestureKind.RECTANGLE, corners, True))
+
+
+def encode_context_box(batch: dict[str, np.ndarray]) -> dict:
+    """Host-side: every gesture as its bounding box (`gesture_map_box`), drawn as a radius-5
+    rectangle outline into the box channel, as the training rectangles are; the positive and
+    negative maps stay empty (the context is not used). An empty gesture gives an empty box map.
+
+    Returns a copy of `batch` with uint8[B, H, W] maps `positive`, `negative`, `box`.
+    """
+    from dig_jax.gestures import BRUSH_RADIUS, Gesture, GestureKind, box_outline_points, rasterize
+
+    gestures = np.asarray(batch["gesture"])
+    size = gestures.shape[1:3]
+    box = np.zeros(gestures.shape, np.uint8)
+    for i, gesture_map in enumerate(gestures):
+        bounds = gesture_map_box(gesture_map, BRUSH_RADIUS)
+        if bounds is not None:
+            outline = Gesture(GestureKind.RECTANGLE, box_outline_points(bounds), True)
+            box[i] = rasterize(outline, size, BRUSH_RADIUS)
+    empty = np.zeros_like(box)
+    return {**batch, "positive": empty, "negative": empty.copy(), "box": box}

@@ -37,10 +37,13 @@ def apply_overrides(config: ml_collections.ConfigDict, overrides: list[str]) -> 
             raise ValueError(f"--set {item!r}: expected key=value")
         *parents, leaf = key.split(".")
         node = config
-        for name in parents:
+        for depth, name in enumerate(parents):
             if name not in node:
                 raise ValueError(f"--set: config has no key {key!r}")
             node = node[name]
+            if not isinstance(node, ml_collections.ConfigDict):
+                prefix = ".".join(parents[: depth + 1])
+                raise ValueError(f"--set {key}: config.{prefix} is a value, not a group of keys")
         if leaf not in node:
             raise ValueError(f"--set: config has no key {key!r}")
         try:

@@ -1,7 +1,8 @@
 """Orbax CheckpointManager glue: train state + grain data-iterator position in one step folder.
 
-`restore_latest` walks back from the newest step and skips (with a warning) checkpoints that
-cannot be read, so a run killed while writing, or a corrupted file, costs at most one interval.
+`restore_latest` walks back from the newest step and deletes (with a warning) checkpoints that
+cannot be read, so a run killed while writing, or a corrupted file, costs at most one interval,
+and the resumed run can save that step again.
 """
 
 from __future__ import annotations
@@ -62,8 +63,9 @@ def restore_latest(
 ) -> tuple[int, Any] | None:
     """Restore the newest readable checkpoint: (step, state), also moving `iterator` there.
 
-    Unreadable checkpoints are skipped with a `UserWarning` naming the step and the error.
-    Returns None when there is no readable checkpoint (a fresh run).
+    Unreadable checkpoints are deleted with a `UserWarning` naming the step and the error (left
+    on disk, they would block saving that step again). Returns None when there is no readable
+    checkpoint (a fresh run).
     """
     for step in sorted(manager.all_steps(), reverse=True):
         try:
@@ -79,10 +81,12 @@ def restore_latest(
             message = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
             warnings.warn(
                 f"checkpoint at step {step} in {manager.directory} could not be restored "
-                f"({type(error).__name__}: {message}); falling back to an earlier checkpoint",
+                f"({type(error).__name__}: {message}); deleting it and falling back to an "
+                "earlier checkpoint",
                 UserWarning,
                 stacklevel=2,
             )
+            manager.delete(step)
             continue
         return step, restored[STATE]
     return None

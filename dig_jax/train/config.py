@@ -44,7 +44,7 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
 
     paper: full HRNet-W18-small, 512², batch 32, 15 epochs of 30 000 samples (RITM-style epoch
     length) on the DIG release (COCO+LVIS; point `data.sources` at your copy with --set);
-    offline: full model at 160², 5000 steps of batch 8, lr 1e-3, on ../shared/data (coco_mval
+    offline: full model at 160², 3500 steps of batch 8, lr 1e-3, on ../shared/data (coco_mval
     9/10 + bsds500_regions + procedural; validation on the held-out 1/10 of coco_mval), sized
     for about an hour on 2 CPU cores with two models training at once;
     demo: reduced widths (8/16/32/64) at 96² on embedded procedural scenes, a few minutes on
@@ -58,7 +58,7 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     c.num_devices = 0  # 0 = all devices (jax.devices()); >0 = the first n (single process only)
     c.image_size = {"paper": 512, "offline": 160, "demo": 96, "tiny": 32}[variant]
     c.batch_size = {"paper": 32, "offline": 8, "demo": 8, "tiny": 4}[variant]
-    c.total_steps = {"paper": 15 * 30_000 // 32, "offline": 5000, "demo": 3000, "tiny": 4}[variant]
+    c.total_steps = {"paper": 15 * 30_000 // 32, "offline": 3500, "demo": 3000, "tiny": 4}[variant]
     c.log_every = {"paper": 100, "offline": 50, "demo": 25, "tiny": 1}[variant]
 
     backbone = {
@@ -145,6 +145,8 @@ def validate_config(c: ml_collections.ConfigDict, num_devices: int | None = None
         "checkpoint",
     ):
         _check(key in c, key, "is required", None)
+    num = c.get("num_devices", 0)
+    _check(num >= 0, "num_devices", "must be >= 0 (0 = all devices)", num)
     _check(c.batch_size >= 1, "batch_size", "must be >= 1", c.batch_size)
     if num_devices:
         _check(

@@ -107,6 +107,23 @@ class _JsonlWriter:
     def __init__(self, path: Path, enabled: bool):
         self.path, self.enabled = path, enabled
 
+    def drop_after(self, step: int) -> None:
+        """Keep only rows with `step` <= step (and whole JSON lines): a resumed run re-logs the
+        steps after its checkpoint, so they must not appear twice."""
+        if not (self.enabled and self.path.is_file()):
+            return
+        kept = []
+        for line in self.path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:  # a line cut short by a kill
+                continue
+            if isinstance(row, dict) and row.get("step", step + 1) <= step:
+                kept.append(line + "\n")
+        tmp = self.path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(kept))
+        tmp.replace(self.path)
+
     def write(self, step: int, values: dict[str, Any]) -> None:
         if self.enabled:
             row = {"step": step, **{k: float(v) for k, v in values.items()}}
@@ -118,8 +135,8 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
     """Train (or resume) per `config` in `workdir`; `stop_after_steps` ends this call early
     (with a checkpoint), as a preemption would. Returns the final state and last eval metrics."""
     maybe_initialize_distributed()
-    mesh = make_mesh(config.num_devices)
-    validate_config(config, num_devices=mesh.size)
+    validate_config(config, num_devices=config.get("num_devices", 0) or jax.device_count())
+    mesh = make_mesh(config.get("num_devices", 0))
     workdir = Path(workdir)
     primary = jax.process_index() == 0
     workdir.mkdir(parents=True, exist_ok=True)
@@ -164,6 +181,7 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
         state = jax.jit(init_fn, out_shardings=state_sharding)(key)
     else:
         start_step, state = restored
+    writer.drop_after(start_step)
 
     step_fn = jax.jit(
         functools.partial(

@@ -132,10 +132,55 @@ def test_adaptive_max_pool_known_answer():
     np.testing.assert_array_equal(
         adaptive_max_pool(x, 3)[0, ..., 0], [[7, 9, 11], [19, 21, 23], [31, 33, 35]]
     )
-    # 5 -> 2 cells of 3 rows (last cell padded with -inf), never larger than the input
+    # 5 -> 2 overlapping cells of 3 rows (rows 0-2 and 2-4), never larger than the input
     y = adaptive_max_pool(jnp.arange(25.0).reshape(1, 5, 5, 1), 2)[0, ..., 0]
     np.testing.assert_array_equal(y, [[12, 14], [22, 24]])
     assert adaptive_max_pool(x, 32).shape == (1, 6, 6, 1)
+
+
+def adaptive_max_pool_reference(x: np.ndarray, out_h: int, out_w: int) -> np.ndarray:
+    """PyTorch's adaptive max pooling, one window at a time (NHWC)."""
+    height, width = x.shape[1:3]
+    out = np.empty((x.shape[0], out_h, out_w, x.shape[3]), x.dtype)
+    for i in range(out_h):
+        r0, r1 = (i * height) // out_h, -(-((i + 1) * height) // out_h)
+        for j in range(out_w):
+            c0, c1 = (j * width) // out_w, -(-((j + 1) * width) // out_w)
+            out[:, i, j] = x[:, r0:r1, c0:c1].max(axis=(1, 2))
+    return out
+
+
+@pytest.mark.parametrize(("shape", "size"), [((40, 40), 32), ((40, 36), 32), ((7, 33), 5)])
+def test_adaptive_max_pool_matches_pytorch_bins(shape, size):
+    x = np.random.default_rng(0).normal(size=(2, *shape, 3)).astype(np.float32) - 10.0
+    got = np.asarray(adaptive_max_pool(jnp.asarray(x), size))
+    expected = adaptive_max_pool_reference(x, min(size, shape[0]), min(size, shape[1]))
+    assert np.isfinite(got).all()
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_multihead_outputs_are_finite_at_160():
+    """160² input -> 40² top features -> 32² pooled cells: every cell must see real features."""
+    model = Segmenter(**TINY_BACKBONE, multihead=True, aux_reduce=2, aux_pool=32, aux_hidden=(4,))
+    rng = np.random.default_rng(0)
+    x = gesture_input(
+        rng.integers(0, 256, (1, 160, 160, 3), dtype=np.uint8),
+        np.zeros((1, 160, 160)),
+        np.ones((1, 160, 160)),
+        np.zeros((1, 160, 160)),
+    )
+    rng = np.random.default_rng(1)  # random variables: compiling `init` at 160² is slow
+
+    def fill(path, a):
+        if "var" in jax.tree_util.keystr(path):  # BatchNorm running variances are positive
+            return np.ones(a.shape, a.dtype)
+        return rng.normal(0, 0.2, a.shape).astype(a.dtype)
+
+    variables = jax.tree_util.tree_map_with_path(fill, abstract_variables(model, x.shape))
+    out = jax.jit(lambda v: model.apply(v, x, train=False))(variables)
+    assert out["context"].shape == (1,) and out["kind"].shape == (1, 5)
+    for name in ("mask", "context", "kind"):
+        assert np.isfinite(np.asarray(out[name])).all(), name
 
 
 def test_context_click_encoding_routes_by_context_and_kind():

@@ -176,6 +176,11 @@ def test_project_box_always_valid_and_idempotent(raw, w, h):
     [
         ({"mode": "worst"}, "mode"),
         ({"steps": -1}, "steps"),
+        ({"steps": 0}, "steps must be >= 1"),
+        ({"lr_mult": 0.0}, "lr_mult must be > 0"),
+        ({"lr_mult": float("nan")}, "lr_mult must be > 0"),
+        ({"lam": -0.1}, "lam must be >= 0"),
+        ({"min_size": 0.0}, "min_size must be > 0"),
         ({"gt": np.zeros((H, W + 1), np.uint8)}, "gt must have shape"),
         ({"image": np.zeros((H, W), np.uint8)}, "image must have shape"),
         ({"bounds": (W + 1, H)}, "bounds"),
@@ -187,3 +192,6 @@ def test_bad_arguments_raise(kwargs, match):
     image, gt = args.pop("image"), args.pop("gt")
     with pytest.raises(ValueError, match=match):
         breps_attack(box_is_mask, image, gt, encode_box=encode_fill, **args)
+    if "image" not in kwargs and "gt" not in kwargs and "bounds" not in kwargs:
+        with pytest.raises(ValueError, match=match):
+            breps_attack_batch(box_is_mask, image[None], gt[None], encode_box=encode_fill, **args)

@@ -8,6 +8,7 @@ import cv2
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from dig_jax.attack import main, model_name
 from dig_jax.export import save_segmenter
@@ -93,3 +94,26 @@ def test_attack_cli_end_to_end(tmp_path):
     inst = result["instances"][0]
     np.testing.assert_allclose(inst["tight"], [6, 4, 20, 16], atol=0.01)  # original pixels
     assert "| toyset | tiny | 3 |" in (out / "breps.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--batch", "0"], "--batch must be >= 1"),
+        (["--limit", "-1"], "--limit must be >= 0"),
+        (["--steps", "0"], "--steps must be >= 1"),
+        (["--lr-mult", "0"], "--lr-mult must be > 0"),
+        (["--lam", "-1"], "--lam must be >= 0"),
+        (["--size", "0"], "--size must be a positive multiple of 32"),
+        ([], "is not a file"),
+    ],
+)
+def test_attack_cli_rejects_bad_arguments(tmp_path, capsys, flags, message):
+    checkpoint = tmp_path / "model.digjax"
+    if flags:
+        checkpoint.write_bytes(b"")  # exists: the other flag is what is wrong
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--checkpoint", str(checkpoint), "--out", str(tmp_path / "out"), *flags])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert message in err[-1]

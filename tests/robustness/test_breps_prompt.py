@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import types
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from dig_jax.gestures import Gesture, GestureKind, soft_rasterize
 from dig_jax.robustness.breps.prompt_attack import (
+    click_indices,
     control_weights,
     encode_points_context,
+    encode_points_context_clicks,
     encode_points_gesture,
     points_encoder,
     prompt_attack_batch,
@@ -110,6 +114,22 @@ def test_bad_arguments():
         prompt_attack_batch(gesture_is_mask, IMAGES, np.stack([DISC] * 3), GESTURES, mode="x")
     with pytest.raises(ValueError, match="B gestures"):
         prompt_attack_batch(gesture_is_mask, IMAGES, np.stack([DISC] * 3), GESTURES[:2])
+    pointless = types.SimpleNamespace(points=np.zeros((0, 2), np.float32), closed=False)
+    with pytest.raises(ValueError, match=r"gestures\[1\] must have points"):
+        prompt_attack_batch(
+            gesture_is_mask, IMAGES[:2], np.stack([DISC] * 2), [GESTURES[0], pointless]
+        )
+    with pytest.raises(ValueError, match="at least one gesture"):
+        prompt_attack_batch(gesture_is_mask, IMAGES[:0], np.zeros((0, H, W), np.uint8), [])
+    for kwargs, match in (
+        ({"steps": 0}, "steps"),
+        ({"lr_mult": -1.0}, "lr_mult"),
+        ({"lam": -1.0}, "lam"),
+        ({"sigma_frac": 0.0}, "sigma_frac"),
+        ({"controls": 0}, "controls"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            prompt_attack_batch(gesture_is_mask, IMAGES, np.stack([DISC] * 3), GESTURES, **kwargs)
 
 
 def test_context_encoder_puts_gesture_in_positive_channel():
@@ -120,8 +140,39 @@ def test_context_encoder_puts_gesture_in_positive_channel():
     np.testing.assert_allclose(x[..., 3], g[..., 3])
     np.testing.assert_array_equal(x[..., 4:], 0.0)
     assert points_encoder("context") is encode_points_context
+    assert points_encoder("context", "gesture") is encode_points_context
+    assert points_encoder("gesture", "clicks") is encode_points_gesture
+    assert points_encoder("context", "clicks") is encode_points_context_clicks
     with pytest.raises(ValueError, match="input_kind"):
         points_encoder("box")
+    with pytest.raises(ValueError, match="context_encoding"):
+        points_encoder("context", "box")
+
+
+def test_clicks_context_encoder_draws_discs_at_evenly_spaced_points():
+    """A clicks-trained baseline sees soft discs (hard limit: radius-5 discs) at up to 24 points
+    spread along the gesture, not the stroke between them."""
+    from dig_jax.gestures import rasterize
+
+    pts = np.zeros((40, 2), np.float32)
+    pts[:30] = np.stack([np.linspace(2, 29, 30), np.full(30, 16.0)], axis=-1)  # 30 points, padded
+    np.testing.assert_array_equal(
+        np.asarray(click_indices(jnp.int32(30), 40, 24))[[0, -1]], [0, 29]
+    )
+    np.testing.assert_array_equal(click_indices(jnp.int32(1), 40, 24), np.zeros(24))
+    far = np.array([[3.0, 3.0], [28.0, 28.0]], np.float32)
+    x = encode_points_context_clicks(jnp.asarray(far), jnp.int32(2), True, jnp.zeros((H, W, 3)))
+    assert x.shape == (H, W, 7)
+    discs = np.maximum(
+        *(rasterize(Gesture(GestureKind.CLICK, p[None], False), (H, W)) for p in far)
+    )
+    np.testing.assert_array_equal(np.asarray(x[..., 3]) >= 0.5, discs > 0)  # no stroke between
+    np.testing.assert_array_equal(np.asarray(x[..., 4:]), 0.0)
+    line = encode_points_context_clicks(
+        jnp.asarray(pts), jnp.int32(30), False, jnp.zeros((H, W, 3))
+    )
+    assert float(line[16, 2, 3]) > 0.99 and float(line[16, 29, 3]) > 0.99
+    assert float(line[0, 0, 3]) < 0.01  # the padding rows (all at (0, 0)) are not drawn
 
 
 def test_prompt_robustness_per_kind():

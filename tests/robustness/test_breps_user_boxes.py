@@ -40,15 +40,22 @@ def folder(tmp_path):
     cv2.imwrite(str(tmp_path / "user_masks" / "cat_1_u3.png"), rect(shape, 0, 0, 40, 32))
     cv2.imwrite(str(tmp_path / "user_masks" / "cat_1_u4.png"), np.zeros(shape, np.uint8))
     cv2.imwrite(str(tmp_path / "masks" / "dog.png"), gt)  # no image: skipped
+    # A second object boxed by two of the same users (u1 tight, u2 off by half the object).
+    cv2.imwrite(str(tmp_path / "images" / "bird.png"), np.full((*shape, 3), 40, np.uint8))
+    cv2.imwrite(str(tmp_path / "masks" / "bird.png"), rect(shape, 10, 8, 30, 24))
+    cv2.imwrite(str(tmp_path / "user_masks" / "bird_1_u1.png"), rect(shape, 10, 8, 30, 24))
+    cv2.imwrite(str(tmp_path / "user_masks" / "bird_1_u2.png"), rect(shape, 0, 0, 20, 16))
     return tmp_path
 
 
 def test_scan_reads_boxes_and_reports_problems(folder):
     instances, problems = scan_user_boxes(folder)
-    assert [i.stem for i in instances] == ["cat"]
+    assert [i.stem for i in instances] == ["bird", "cat"]
     np.testing.assert_array_equal(
-        instances[0].boxes, [[10, 8, 30, 24], [10, 9, 30, 24], [0, 0, 40, 32]]
+        instances[1].boxes, [[10, 8, 30, 24], [10, 9, 30, 24], [0, 0, 40, 32]]
     )
+    assert instances[1].user_ids == ("u1", "u2", "u3")  # u4's mask is empty: no box, no id
+    assert instances[0].user_ids == ("u1", "u2")
     assert any("dog: no image" in p for p in problems)
     assert any("cat_1_u4.png is empty" in p for p in problems)
 
@@ -56,11 +63,20 @@ def test_scan_reads_boxes_and_reports_problems(folder):
 def test_evaluate_known_answer(folder):
     out = evaluate_user_boxes(box_is_mask, encode_fill, folder, progress=False)
     # GT object = rows 9..23 (row 8 is void) x cols 10..29 = 300 px.
-    expected = [1.0, 1.0, 300 / (32 * 40 - 20)]
-    np.testing.assert_allclose(out["per_instance"]["cat"], expected, atol=1e-6)
-    assert out["mean_iou"] == pytest.approx(np.mean(expected))
-    assert out["std_iou"] == pytest.approx(np.std(expected))
-    assert out["n_boxes"] == 3 and out["n_instances"] == 1 and len(out["skipped"]) == 2
+    cat = [1.0, 1.0, 300 / (32 * 40 - 20)]
+    # bird: u2's box (0, 0, 20, 16) meets the 320-px object in 10 x 8 px: 80 / 560.
+    bird = [1.0, 80 / 560]
+    np.testing.assert_allclose(out["per_instance"]["cat"], cat, atol=1e-6)
+    np.testing.assert_allclose(out["per_instance"]["bird"], bird, atol=1e-6)
+    per_user = {"u1": 1.0, "u2": (1.0 + 80 / 560) / 2, "u3": cat[2]}
+    assert out["per_user"] == pytest.approx(per_user, abs=1e-6)
+    # mean ± std over users of each user's mean IoU; pooled over all five boxes as well
+    assert out["mean_iou"] == pytest.approx(np.mean(list(per_user.values())), abs=1e-6)
+    assert out["std_iou"] == pytest.approx(np.std(list(per_user.values())), abs=1e-6)
+    assert out["pooled_mean_iou"] == pytest.approx(np.mean(cat + bird), abs=1e-6)
+    assert out["pooled_std_iou"] == pytest.approx(np.std(cat + bird), abs=1e-6)
+    assert out["n_users"] == 3 and out["n_boxes"] == 5 and out["n_instances"] == 2
+    assert len(out["skipped"]) == 2
 
 
 def test_letterbox_keeps_boxes_on_the_photo():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shutil
 from pathlib import Path
 
 import jax
@@ -106,14 +107,42 @@ def test_straight_run_writes_metrics_table_and_export(straight_run):
     assert (workdir / "segmenter.digjax").is_file()
 
 
+def train_steps_logged(workdir: Path) -> list[int]:
+    rows = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    return [r["step"] for r in rows if "loss" in r]
+
+
 def test_kill_and_resume_gives_identical_parameters(straight_run, tmp_path):
     _, straight = straight_run
-    first = train(tiny_config(), tmp_path, stop_after_steps=2)
+    config = tiny_config()
+    config.checkpoint.async_save = True  # the default outside tests: exercise it once
+    first = train(config, tmp_path, stop_after_steps=2)
     assert first.step == 2
-    resumed = train(tiny_config(), tmp_path)
+    # A kill after logging step 3 but before its checkpoint leaves a row the resumed run redoes.
+    with (tmp_path / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"step": 3, "loss": 123.0}) + "\n" + '{"step": 4, "lo')
+    resumed = train(config, tmp_path)
     assert resumed.step == 4
     for a, b in zip(straight, params_of(resumed), strict=True):
         np.testing.assert_array_equal(a, b)
+    assert train_steps_logged(tmp_path) == [1, 2, 3, 4]
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert all(r["loss"] != 123.0 for r in rows if "loss" in r)
+
+
+def test_corrupted_final_checkpoint_is_replaced_and_run_finishes(straight_run, tmp_path):
+    workdir, straight = straight_run
+    shutil.copytree(workdir, tmp_path, dirs_exist_ok=True)
+    (tmp_path / "segmenter.digjax").unlink()
+    for path in (tmp_path / "checkpoints" / "4" / checkpointing.STATE).rglob("*"):
+        if path.is_file():
+            path.write_bytes(b"\x00garbage")
+    with pytest.warns(UserWarning, match="step 4"):
+        resumed = train(tiny_config(), tmp_path)  # restores step 2, saves step 4 again
+    assert resumed.step == 4
+    for a, b in zip(straight, exported_params(tmp_path), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert train_steps_logged(tmp_path) == [1, 2, 3, 4]
 
 
 def test_corrupted_latest_checkpoint_falls_back_with_warning(straight_run, tmp_path):
@@ -129,6 +158,7 @@ def test_corrupted_latest_checkpoint_falls_back_with_warning(straight_run, tmp_p
         resumed = train(tiny_config(), tmp_path)
     for a, b in zip(straight, params_of(resumed), strict=True):
         np.testing.assert_array_equal(a, b)
+    assert train_steps_logged(tmp_path) == [1, 2, 3, 4]  # step 3 is logged once
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
@@ -150,6 +180,7 @@ def test_experiment_configs_validate(name, variant):
         ("data.multi_region_p", 1.5),
         ("model.stage_modules", (1, 1)),
         ("checkpoint.keep", 0),
+        ("num_devices", -1),
     ],
 )
 def test_config_validation_names_the_bad_key(key, value):
@@ -157,6 +188,18 @@ def test_config_validation_names_the_bad_key(key, value):
     apply_overrides(config, [f"{key}={value!r}"])
     with pytest.raises(ValueError, match=rf"config\.{key.replace('.', '[.]')}"):
         validate_config(config)
+
+
+def test_train_validates_config_before_building_the_mesh(tmp_path, monkeypatch):
+    def no_mesh(num_devices):
+        raise AssertionError(f"make_mesh({num_devices}) ran before validation")
+
+    monkeypatch.setattr("dig_jax.train.train.make_mesh", no_mesh)
+    for key, value in (("num_devices", -1), ("batch_size", 0)):
+        config = tiny_config()
+        config[key] = value
+        with pytest.raises(ValueError, match=rf"config\.{key}"):
+            train(config, tmp_path)
 
 
 def test_batch_must_divide_over_devices():
@@ -176,6 +219,10 @@ def test_cli_overrides_reject_unknown_keys():
     assert config.model.widths == (2, 4, 8, 16) and config.loss.mask == "bce"
     with pytest.raises(ValueError, match="--set total_steps"):
         apply_overrides(config, ["total_steps=many"])
+    with pytest.raises(ValueError, match=r"config\.seed is a value"):
+        apply_overrides(config, ["seed.x=1"])
+    with pytest.raises(ValueError, match=r"config\.optim\.lr is a value"):
+        apply_overrides(config, ["optim.lr.y.z=1"])
 
 
 def test_synthetic_samples_follow_the_sample_contract():

@@ -180,11 +180,23 @@ def _compiled(
     return jax.jit(fn)
 
 
-def _check(mode: str, steps: int, image: Any, gt: Any, lead: int, min_size: float) -> None:
+def check_attack_settings(
+    mode: str, steps: int, lr_mult: float, lam: float, min_size: float = 1.0
+) -> None:
+    """ValueError naming the first bad attack setting (mode, steps, lr_mult, lam, min_size)."""
     if mode not in ("min", "max"):
         raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
-    if int(steps) < 0:
-        raise ValueError(f"steps must be >= 0, got {steps}")
+    if int(steps) < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    if not float(lr_mult) > 0:
+        raise ValueError(f"lr_mult must be > 0, got {lr_mult}")
+    if not float(lam) >= 0:
+        raise ValueError(f"lam must be >= 0, got {lam}")
+    if not float(min_size) > 0:
+        raise ValueError(f"min_size must be > 0, got {min_size}")
+
+
+def _check(image: Any, gt: Any, lead: int, min_size: float) -> None:
     if image.ndim != lead + 3 or image.shape[-1] != 3:
         raise ValueError(
             f"image must have shape {'[B, ' if lead else '['}H, W, 3], got {image.shape}"
@@ -241,7 +253,8 @@ def breps_attack(
     Compiled once per (callables, steps, min_size, prior) and input shape; both modes share it.
     """
     image, gt = jnp.asarray(image), jnp.asarray(gt)
-    _check(mode, steps, image, gt, 0, min_size)
+    check_attack_settings(mode, steps, lr_mult, lam, min_size)
+    _check(image, gt, 0, min_size)
     bounds = _check_bounds(bounds, image, 0, min_size)
     fn = _compiled(
         predict_logits,
@@ -277,7 +290,8 @@ def breps_attack_batch(
 ) -> AttackResult:
     """`breps_attack` vmapped over instances: images [B, H, W, 3], gts [B, H, W], bounds [B, 2]."""
     images, gts = jnp.asarray(images), jnp.asarray(gts)
-    _check(mode, steps, images, gts, 1, min_size)
+    check_attack_settings(mode, steps, lr_mult, lam, min_size)
+    _check(images, gts, 1, min_size)
     bounds = _check_bounds(bounds, images, 1, min_size)
     fn = _compiled(
         predict_logits,

@@ -3,8 +3,9 @@
 A gesture's points p_i (f32[N, 2], (x, y)) move by a smooth displacement field driven by K
 control displacements D_k (K = min(controls, N), spread evenly along the polyline, linear
 interpolation between them, periodic when closed): p_i' = clip(p_i + Σ_k w_ik D_k) inside the
-image. The model sees soft_rasterize(p') and distance_map_jnp(p') (gesture model) or the soft
-map in its positive channel (context baseline).
+image. The model sees soft_rasterize(p') and distance_map_jnp(p') (gesture model), or in its
+positive channel the soft map (context baseline trained on gesture maps) or soft discs at up to
+24 evenly spaced points (context baseline trained on skeleton clicks); see `points_encoder`.
 
 Realism prior on the displacement (documented choice, no human data fitted yet): every control
 displacement is an isotropic Gaussian D_k ~ N(0, σ² I), σ = sigma_frac · √(area of the GT's
@@ -27,10 +28,17 @@ import numpy as np
 from dig_jax.gestures.types import BRUSH_RADIUS, Gesture, GestureKind
 from dig_jax.metrics import tight_box
 from dig_jax.metrics.breps import breps_metrics
-from dig_jax.robustness.breps.attack import PredictLogits, adam_search, attack_lr, soft_dice
+from dig_jax.robustness.breps.attack import (
+    PredictLogits,
+    adam_search,
+    attack_lr,
+    check_attack_settings,
+    soft_dice,
+)
 
 # (points f32[N, 2], length i32, closed bool, image f32[H, W, 3]) -> model input f32[H, W, C]
 EncodePoints = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
+CONTEXT_MAX_CLICKS = 24  # skeleton clicks per gesture, as `encode_context_clicks`
 
 
 class PromptAttackResult(NamedTuple):
@@ -72,12 +80,49 @@ def encode_points_context(
     return context_input(image, soft, zeros, None, zeros)
 
 
-def points_encoder(input_kind: str) -> EncodePoints:
-    """The gesture encoder for a segmenter's `input_kind` ("gesture" or "context")."""
-    encoders = {"gesture": encode_points_gesture, "context": encode_points_context}
-    if input_kind not in encoders:
+def click_indices(length: jax.Array, n_points: int, max_clicks: int) -> jax.Array:
+    """i32[K], K = min(max_clicks, n_points): indices of K points evenly spaced (by index) along
+    the first `length` (traced) of `n_points` points, as `to_clicks` spaces its clicks."""
+    k = min(max_clicks, n_points)
+    last = jnp.maximum(jnp.asarray(length, jnp.float32) - 1.0, 0.0)
+    spread = jnp.arange(k, dtype=jnp.float32) / max(k - 1, 1)
+    return jnp.round(spread * last).astype(jnp.int32)
+
+
+def encode_points_context_clicks(
+    points: jax.Array, length: jax.Array, closed: jax.Array, image: jax.Array
+) -> jax.Array:
+    """Context-baseline input f32[H, W, 7] for models trained with `context_encoding="clicks"`:
+    soft radius-5 discs at up to 24 points evenly spaced along the gesture (the skeleton clicks
+    of `encode_context_clicks`) in the positive (ADD) channel; `closed` plays no part."""
+    from dig_jax.gestures import soft_rasterize
+    from dig_jax.models.interactive import context_input
+
+    shape = image.shape[:2]
+    clicks = points[click_indices(length, points.shape[0], CONTEXT_MAX_CLICKS)]
+
+    def disc(point: jax.Array) -> jax.Array:
+        return soft_rasterize(point[None], jnp.int32(1), False, shape, radius=float(BRUSH_RADIUS))
+
+    soft = jax.vmap(disc)(clicks).max(axis=0)
+    zeros = jnp.zeros(shape, jnp.float32)
+    return context_input(image, soft, zeros, None, zeros)
+
+
+def points_encoder(input_kind: str, context_encoding: str = "gesture") -> EncodePoints:
+    """The gesture encoder for a segmenter's `input_kind` ("gesture" or "context"); context
+    models trained with `context_encoding="clicks"` see discs at the points, those trained with
+    "gesture" the whole soft stroke (as `box_encoder` switches for boxes)."""
+    if input_kind == "gesture":
+        return encode_points_gesture
+    if input_kind != "context":
         raise ValueError(f"input_kind must be 'gesture' or 'context', got {input_kind!r}")
-    return encoders[input_kind]
+    encoders = {"gesture": encode_points_context, "clicks": encode_points_context_clicks}
+    if context_encoding not in encoders:
+        raise ValueError(
+            f"context_encoding must be 'clicks' or 'gesture', got {context_encoding!r}"
+        )
+    return encoders[context_encoding]
 
 
 def control_weights(length: int, n_max: int, controls: int, closed: bool) -> np.ndarray:
@@ -166,15 +211,22 @@ def prompt_attack_batch(
     Points are padded to `n_max` (default: the longest gesture) so one compile serves the batch.
     """
     images, gts = np.asarray(images), np.asarray(gts)
-    if mode not in ("min", "max"):
-        raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
+    check_attack_settings(mode, steps, lr_mult, lam)
     if images.ndim != 4 or gts.shape != images.shape[:3] or len(gestures) != len(images):
         raise ValueError(
             f"need images [B,H,W,3], gts [B,H,W], B gestures; got {images.shape}, "
             f"{gts.shape}, {len(gestures)}"
         )
-    if sigma_frac <= 0 or controls < 1 or steps < 0:
-        raise ValueError("sigma_frac must be > 0, controls >= 1, steps >= 0")
+    if not gestures:
+        raise ValueError("gestures must hold at least one gesture, got none")
+    if not sigma_frac > 0:
+        raise ValueError(f"sigma_frac must be > 0, got {sigma_frac}")
+    if controls < 1:
+        raise ValueError(f"controls must be >= 1, got {controls}")
+    for i, g in enumerate(gestures):
+        shape = np.shape(g.points)
+        if len(shape) != 2 or shape[1] != 2 or shape[0] == 0:
+            raise ValueError(f"gestures[{i}] must have points f32[N >= 1, 2], got shape {shape}")
     n_max = n_max or max(len(g.points) for g in gestures)
     points = np.zeros((len(gestures), n_max, 2), np.float32)
     weights = np.zeros((len(gestures), n_max, controls), np.float32)

@@ -1,6 +1,7 @@
 """Real-user boxes in the public BREPS layout: `images/<stem>.*`, `masks/<stem>.png` (GT; > 128
 object, 128 void as in GrabCut), `user_masks/<stem>_1_*.png` (one binary mask per user whose
-extent is that user's box). Evaluates a model on every user box: mean IoU ± std over users."""
+extent is that user's box; `<user>` identifies the user across images). Evaluates a model on
+every user box: mean IoU ± std over users (each user's mean IoU over the objects they boxed)."""
 
 from __future__ import annotations
 
@@ -24,13 +25,15 @@ GT_VOID = 128
 
 @dataclasses.dataclass(frozen=True)
 class UserBoxInstance:
-    """One object: paths, and user boxes f32[U, 4] (pixel edges, one row per user mask)."""
+    """One object: paths, user boxes f32[U, 4] (pixel edges, one row per readable user mask)
+    and the users' ids (the `<user>` of `<stem>_1_<user>.png`), one per row of `boxes`."""
 
     stem: str
     image: Path
     mask: Path
     user_masks: tuple[Path, ...]
     boxes: np.ndarray
+    user_ids: tuple[str, ...] = ()
 
 
 def read_gt(path: Path) -> np.ndarray:
@@ -68,14 +71,16 @@ def scan_user_boxes(root: str | Path) -> tuple[list[UserBoxInstance], list[str]]
         if not users:
             problems.append(f"{stem}: no user masks {stem}_1_*.png")
             continue
-        boxes = []
+        boxes, ids = [], []
         for u in users:
             try:
                 boxes.append(user_box(u))
             except ValueError as err:
                 problems.append(f"{stem}: {err}")
+                continue
+            ids.append(u.stem[len(stem) + len("_1_") :])
         if boxes:
-            instances.append(UserBoxInstance(stem, image, mask, users, np.stack(boxes)))
+            instances.append(UserBoxInstance(stem, image, mask, users, np.stack(boxes), tuple(ids)))
     return instances, problems
 
 
@@ -96,11 +101,14 @@ def evaluate_user_boxes(
     """IoU of the model's mask from every user box of a BREPS-layout folder.
 
     `size`: letterbox every image to size x size (one compile); None = native resolution.
-    Returns dict(mean_iou, std_iou over all user boxes, n_boxes, n_instances, per_instance
-    {stem: [IoU per user]}, skipped [reasons]). Bad items are skipped and listed, not fatal.
+    Returns dict(mean_iou, std_iou: mean and std (ddof 0) over users of each user's mean IoU;
+    n_users; per_user {user id: mean IoU}; pooled_mean_iou, pooled_std_iou over all user boxes;
+    n_boxes, n_instances, per_instance {stem: [IoU per user, in user_ids order]}, skipped
+    [reasons]). Bad items are skipped and listed, not fatal.
     """
     instances, skipped = scan_user_boxes(root)
     per_instance: dict[str, list[float]] = {}
+    by_user: dict[str, list[float]] = {}
     for inst in tqdm(instances, desc=f"user boxes {Path(root).name}", disable=not progress):
         try:
             image, gt = read_image(inst.image), read_gt(inst.mask)
@@ -116,11 +124,21 @@ def evaluate_user_boxes(
             boxes = boxes * np.tile(lb.scale, 2)
         ious = boxes_iou(predict_logits, encode_box, image, gt, boxes, chunk=chunk, bounds=bounds)
         per_instance[inst.stem] = [float(v) for v in ious]
-    values = np.array([v for vs in per_instance.values() for v in vs], np.float64)
+        user_ids = inst.user_ids or tuple(str(k) for k in range(len(ious)))
+        for user, value in zip(user_ids, per_instance[inst.stem], strict=True):
+            by_user.setdefault(user, []).append(value)
+    per_user = {user: float(np.mean(values)) for user, values in sorted(by_user.items())}
+    user_means = np.array(list(per_user.values()), np.float64)
+    pooled = np.array([v for vs in per_instance.values() for v in vs], np.float64)
+    nan = float("nan")
     return {
-        "mean_iou": float(values.mean()) if values.size else float("nan"),
-        "std_iou": float(values.std()) if values.size else float("nan"),
-        "n_boxes": int(values.size),
+        "mean_iou": float(user_means.mean()) if user_means.size else nan,
+        "std_iou": float(user_means.std()) if user_means.size else nan,
+        "n_users": len(per_user),
+        "per_user": per_user,
+        "pooled_mean_iou": float(pooled.mean()) if pooled.size else nan,
+        "pooled_std_iou": float(pooled.std()) if pooled.size else nan,
+        "n_boxes": int(pooled.size),
         "n_instances": len(per_instance),
         "per_instance": per_instance,
         "skipped": skipped,
