@@ -1,1 +1,4 @@
-"""Prompt-robustness tools: BREPS box attacks (breps/) and realistic clicks (rclicks/)."""
+"""Prompt-robustness tools: BREPS box and free-form gesture attacks (breps/).
+
+RClicks (clickability maps, clicking groups, Sample NoC / ΔSB / ΔGR / NSR) has no module yet.
+"""
