@@ -4,7 +4,8 @@
         --datasets grabcut,berkeley --modes creation --out results/eval
 
 A dataset is a source spec of `dig_jax.data.pipeline.resolve_source` (grabcut, berkeley,
-coco_mval, procedural:N, folder:PATH, ...) with an optional slice, e.g. `coco_mval[720:]`.
+coco_mval, procedural:N, folder:PATH, ...) with an optional held-out split suffix as in the
+training configs (`coco_mval%val` = every 10th record) and an optional slice, e.g. `grabcut[0:10]`.
 Writes `<out>/metrics.json` and `<out>/tables.txt`; prints the tables.
 """
 
@@ -18,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 
-from dig_jax.data.pipeline import resolve_source
 from dig_jax.data.regions import VOID, extract_regions
 from dig_jax.data.sources.record import resize_loaded
 from dig_jax.evaluation import (
@@ -37,10 +37,12 @@ _SLICE = re.compile(r"^(?P<spec>.+?)\[(?P<start>-?\d*):(?P<stop>-?\d*)\]$")
 
 
 def load_dataset(spec: str, size: int) -> list:
-    """Records of a source spec with an optional `[start:stop]` slice."""
+    """Records of a source spec with an optional `%train|%val` split and `[start:stop]` slice."""
+    from dig_jax.train.input_pipeline import resolve_records
+
     match = _SLICE.match(spec)
     base = match["spec"] if match else spec
-    records = resolve_source(base, image_size=(size, size))
+    records = resolve_records(base, size)
     if match:
         start = int(match["start"]) if match["start"] else None
         stop = int(match["stop"]) if match["stop"] else None
