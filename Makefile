@@ -8,6 +8,7 @@ WORKDIR ?= workdirs/$(basename $(notdir $(firstword $(subst :, ,$(CONFIG)))))_$(
 PYTEST_ARGS ?=
 CHECKPOINT ?= checkpoints/hrnet_dataaug_offline.digjax
 DATASETS ?= grabcut,berkeley
+SIZE ?= 160  # evaluation side in px: the shipped checkpoints were trained at 160
 
 .PHONY: venv train test lint format bench notebooks attack evaluate clean
 
@@ -37,10 +38,10 @@ bench: $(STAMP)
 	@for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f --quick || exit 1; done
 
 attack: $(STAMP)
-	$(BIN)/python -m dig_jax.attack --checkpoint $(CHECKPOINT) --datasets $(DATASETS) --out results/breps
+	$(BIN)/python -m dig_jax.attack --checkpoint $(CHECKPOINT) --datasets $(DATASETS) --size $(SIZE) --out results/breps
 
 evaluate: $(STAMP)
-	$(BIN)/python -m dig_jax.evaluate --checkpoint $(CHECKPOINT) --datasets $(DATASETS) --out results/eval
+	$(BIN)/python -m dig_jax.evaluate --checkpoint $(CHECKPOINT) --datasets $(DATASETS) --size $(SIZE) --out results/eval
 
 notebooks: $(STAMP)
 	$(BIN)/python -m dig_jax.notebooks $(NOTEBOOKS)
