@@ -252,26 +252,10 @@ def breps_attack(
     `bounds` (W, H) limits boxes to the valid (unpadded) part of the image; default the image.
     Compiled once per (callables, steps, min_size, prior) and input shape; both modes share it.
     """
-    image, gt = jnp.asarray(image), jnp.asarray(gt)
-    check_attack_settings(mode, steps, lr_mult, lam, min_size)
-    _check(image, gt, 0, min_size)
-    bounds = _check_bounds(bounds, image, 0, min_size)
-    fn = _compiled(
-        predict_logits,
-        encode_box or _default_encoder(),
-        int(steps),
-        float(min_size),
-        GammaParams(*prior),
-        False,
-    )
-    return fn(
-        image,
-        gt,
-        jnp.asarray(bounds, jnp.float32),
-        jnp.float32(lr_mult),
-        jnp.float32(lam),
-        _sign(mode),
-    )
+    return _run(
+        predict_logits, image, gt, False, mode, steps, lr_mult, lam, encode_box, bounds,
+        min_size, prior,
+    )  # fmt: skip
 
 
 def breps_attack_batch(
@@ -289,21 +273,30 @@ def breps_attack_batch(
     prior: GammaParams = BREPS_GAMMA,
 ) -> AttackResult:
     """`breps_attack` vmapped over instances: images [B, H, W, 3], gts [B, H, W], bounds [B, 2]."""
-    images, gts = jnp.asarray(images), jnp.asarray(gts)
+    return _run(
+        predict_logits, images, gts, True, mode, steps, lr_mult, lam, encode_box, bounds,
+        min_size, prior,
+    )  # fmt: skip
+
+
+def _run(predict_logits, image, gt, batched, mode, steps, lr_mult, lam, encode_box, bounds,
+         min_size, prior) -> AttackResult:  # fmt: skip
+    """Shared checks and the compiled attack for one instance or a vmapped batch."""
+    image, gt = jnp.asarray(image), jnp.asarray(gt)
     check_attack_settings(mode, steps, lr_mult, lam, min_size)
-    _check(images, gts, 1, min_size)
-    bounds = _check_bounds(bounds, images, 1, min_size)
+    _check(image, gt, int(batched), min_size)
+    bounds = _check_bounds(bounds, image, int(batched), min_size)
     fn = _compiled(
         predict_logits,
         encode_box or _default_encoder(),
         int(steps),
         float(min_size),
         GammaParams(*prior),
-        True,
+        batched,
     )
     return fn(
-        images,
-        gts,
+        image,
+        gt,
         jnp.asarray(bounds, jnp.float32),
         jnp.float32(lr_mult),
         jnp.float32(lam),
