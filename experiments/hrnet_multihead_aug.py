@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import ml_collections
 
-from dig_jax.train.config import base_config
+from dig_jax.train.config import base_config, with_multihead
 
 
 def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
-    config = base_config(arg or "demo")
-    config.model.multihead = True
-    config.loss.context_weight = 0.1
-    config.loss.kind_weight = 0.1
+    config = with_multihead(base_config(arg or "demo"))
     config.data.multi_region_p = 0.2
     return config

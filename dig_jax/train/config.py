@@ -124,6 +124,14 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     return c
 
 
+def with_multihead(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """Turn on the context and gesture-kind heads (BCE / CE, weight 0.1 each) in place."""
+    config.model.multihead = True
+    config.loss.context_weight = 0.1
+    config.loss.kind_weight = 0.1
+    return config
+
+
 def _check(ok: bool, key: str, message: str, value: Any) -> None:
     if not ok:
         raise ValueError(f"config.{key} {message}, got {value!r}")
