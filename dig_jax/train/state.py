@@ -64,10 +64,46 @@ def make_schedule(optim_config: Any, total_steps: int) -> optax.Schedule:
 
 
 def make_optimizer(optim_config: Any, total_steps: int) -> optax.GradientTransformation:
-    """AdamW (lr, weight_decay) on `make_schedule`, with global-norm clipping if grad_clip > 0."""
-    adamw = optax.adamw(
-        make_schedule(optim_config, total_steps), weight_decay=optim_config.weight_decay
-    )
+    """AdamW (lr, weight_decay) on `make_schedule`, with global-norm clipping if grad_clip > 0.
+
+    `backbone_lr_mult` != 1 scales the learning rate of the parameters under the top-level
+    'backbone' key (pre-trained features are fine-tuned gently, as RITM does with 0.1).
+    """
+    schedule = make_schedule(optim_config, total_steps)
+    mult = float(optim_config.get("backbone_lr_mult", 1.0))
+    adamw = optax.adamw(schedule, weight_decay=optim_config.weight_decay)
+    if mult != 1.0:
+        slow = optax.adamw(lambda step: schedule(step) * mult, optim_config.weight_decay)
+
+        def labels(params: Any) -> Any:
+            return {
+                key: jax.tree.map(lambda _, k=key: "backbone" if k == "backbone" else "rest", sub)
+                for key, sub in params.items()
+            }
+
+        adamw = optax.multi_transform({"backbone": slow, "rest": adamw}, labels)
     if optim_config.grad_clip > 0:
         return optax.chain(optax.clip_by_global_norm(optim_config.grad_clip), adamw)
     return adamw
+
+
+def with_pretrained(state: TrainState, pretrained: dict[str, Any]) -> TrainState:
+    """`state` with subtrees of params / batch_stats replaced by `pretrained` ({'params': {...},
+    'batch_stats': {...}}, nested like the model's variables). Shapes must match exactly."""
+
+    def merge(tree: Any, new: Any, path: str) -> Any:
+        if isinstance(new, dict):
+            if not isinstance(tree, dict):
+                raise ValueError(f"pretrained {path}: the model has a leaf here")
+            missing = sorted(set(new) - set(tree))
+            if missing:
+                raise ValueError(f"pretrained {path}: the model has no {missing}")
+            return {k: merge(v, new[k], f"{path}/{k}") if k in new else v for k, v in tree.items()}
+        if tuple(tree.shape) != tuple(new.shape):
+            raise ValueError(f"pretrained {path}: shape {new.shape} != model's {tree.shape}")
+        return jnp.asarray(new, tree.dtype)
+
+    return state.replace(
+        params=merge(state.params, pretrained.get("params", {}), "params"),
+        batch_stats=merge(state.batch_stats, pretrained.get("batch_stats", {}), "batch_stats"),
+    )

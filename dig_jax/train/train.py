@@ -26,12 +26,12 @@ from jax.sharding import PartitionSpec as P
 from tqdm.auto import tqdm
 
 from dig_jax.evaluation.scores import format_rice_table, score_batch, summarize_scores
-from dig_jax.models.interactive import batch_to_input, build_segmenter
+from dig_jax.models.interactive import batch_to_input, build_segmenter, pretrained_variables
 from dig_jax.train import checkpointing
 from dig_jax.train.config import validate_config
 from dig_jax.train.input_pipeline import make_eval_batches, make_train_iterator
 from dig_jax.train.losses import total_loss
-from dig_jax.train.state import TrainState, make_optimizer, make_schedule
+from dig_jax.train.state import TrainState, make_optimizer, make_schedule, with_pretrained
 
 MULTIHOST_ENV = ("JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS", "MEGASCALE_COORDINATOR_ADDRESS")
 
@@ -179,6 +179,9 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
     if restored is None:
         start_step = 0
         state = jax.jit(init_fn, out_shardings=state_sharding)(key)
+        pretrained = pretrained_variables(config.model)
+        if pretrained is not None:
+            state = jax.device_put(with_pretrained(state, pretrained), state_sharding)
     else:
         start_step, state = restored
     writer.drop_after(start_step)

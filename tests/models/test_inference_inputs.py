@@ -7,11 +7,11 @@ import ml_collections
 import numpy as np
 import pytest
 
+from dig_jax import prompts
 from dig_jax.export import LoadedSegmenter
 from dig_jax.gestures import Gesture, GestureKind, box_outline_points, rasterize, to_box
+from dig_jax.models.efficientnet_lite import RGB_MEAN, RGB_STD
 from dig_jax.models.interactive import (
-    RGB_MEAN,
-    RGB_STD,
     encode_context_box,
     gesture_input,
     gesture_map_box,
@@ -24,6 +24,7 @@ MEAN255 = np.asarray(RGB_MEAN, np.float32) * 255.0
 
 
 def rectangle_map(box, shape=(32, 32)) -> np.ndarray:
+    """The rasterised outline of the rectangle `box` (x1, y1, x2, y2)."""
     return rasterize(
         Gesture(GestureKind.RECTANGLE, box_outline_points(np.asarray(box)), True), shape
     )
@@ -101,40 +102,64 @@ def loaded(input_kind: str, context_encoding: str = "gesture") -> LoadedSegmente
     return LoadedSegmenter(ml_collections.ConfigDict(config.to_dict()), {})
 
 
+def crop_of(image: np.ndarray, gesture: np.ndarray) -> dict[str, np.ndarray]:
+    """A crop dict covering the whole (square) photo: the maps as they are."""
+    return {
+        "image": image,
+        "gesture": gesture,
+        "distance": np.zeros(gesture.shape, np.uint8),
+        "prev_mask": np.zeros(gesture.shape, np.uint8),
+    }
+
+
 def test_export_kind_routes_rectangles_to_the_box_channel():
     seg = loaded("context", "clicks")
     image = np.zeros((32, 32, 3), np.uint8)
     rect = rectangle_map([6, 8, 21, 19])
-    x = seg.make_input(image, rect, kind=GestureKind.RECTANGLE)
+    crop = crop_of(image, rect)
+    x = seg.crop_input(crop, kind=GestureKind.RECTANGLE)
     np.testing.assert_array_equal(x[..., 5], rect)
     assert x[..., 3].sum() == 0 and x[..., 4].sum() == 0
-    unknown = seg.make_input(image, rect)  # kind unknown: skeleton clicks in the positive map
+    unknown = seg.crop_input(crop)  # kind unknown: skeleton clicks in the positive map
     assert unknown[..., 5].sum() == 0 and unknown[..., 3].sum() > 0
-    removed = seg.make_input(image, rect, context=0, kind=GestureKind.SCRIBBLE)
+    removed = seg.crop_input(crop, context=0, kind=GestureKind.SCRIBBLE)
     assert removed[..., 4].sum() > 0 and removed[..., 3].sum() == 0
     with pytest.raises(ValueError, match="kind"):
-        seg.make_input(image, rect, kind=7)
+        seg.predict(image, rect, kind=7)
     # models trained on gesture maps read every gesture from positive/negative, as in training
-    maps = loaded("context", "gesture").make_input(image, rect, kind=GestureKind.RECTANGLE)
+    maps = loaded("context", "gesture").crop_input(crop, kind=GestureKind.RECTANGLE)
     np.testing.assert_array_equal(maps[..., 3], rect)
     assert maps[..., 5].sum() == 0
 
 
-def test_export_predict_pads_with_pad_input():
+def test_export_predict_runs_the_zoom_crop_and_pastes_back():
     seg = loaded("gesture")
     seen = []
 
     def record(x):
         seen.append(np.asarray(x))
-        return jnp.zeros(x.shape[:3])
+        return jnp.asarray(x[..., 3] - 0.5)  # mask = the crop's gesture
 
     seg._logits = record
-    image = np.full((30, 45, 3), 7, np.uint8)
-    gesture = np.zeros((30, 45), np.uint8)
-    gesture[10:15, 20:25] = 1
-    mask = seg.predict(image, gesture, kind=GestureKind.CLICK)
-    assert mask.shape == (30, 45)
+    image = np.full((90, 140, 3), 7, np.uint8)
+    gesture = rectangle_map([30, 20, 80, 60], (90, 140))
+    mask = seg.predict(image, gesture, kind=GestureKind.RECTANGLE)
+    assert mask.shape == (90, 140)
     (x,) = seen
-    expected = pad_input(seg.make_input(image, gesture)[None], "gesture")
-    np.testing.assert_array_equal(x, expected)
-    np.testing.assert_array_equal(x[0, 30:, :, 4], 1.0)
+    box = prompts.zoom_box(gesture, None, seg.size)
+    assert x.shape == (1, seg.size, seg.size, 6)
+    crop = prompts.crop_prompt(image, gesture, None, box, seg.size)
+    np.testing.assert_array_equal(x[0], seg.crop_input(crop))
+    assert (mask & gesture).sum() > 0.8 * gesture.sum()  # pasted back where it was drawn
+    # 0/255 and bool previous masks read as binary, as a Python list too
+    prev = np.zeros((90, 140), np.uint8)
+    prev[30:50, 40:70] = 255
+    a = seg.predict(image, gesture, prev_mask=prev)
+    b = seg.predict(image, gesture.tolist(), prev_mask=(prev > 0).tolist())
+    np.testing.assert_array_equal(a, b)
+    assert np.array_equal(seen[-1][0, ..., 5] > 0, seen[-1][0, ..., 5] > 0.5)
+    assert seen[-1][0, ..., 5].sum() > 0
+    with pytest.raises(ValueError, match="image must be uint8"):
+        seg.predict(image.astype(np.float32) / 255, gesture)
+    with pytest.raises(ValueError, match="prev_mask holds NaN"):
+        seg.predict(image, gesture, prev_mask=np.full((90, 140), np.nan))

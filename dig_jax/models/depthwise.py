@@ -1,0 +1,151 @@
+"""Depthwise convolution as fused shift-and-multiply-adds: the fast path on CPU.
+
+XLA's CPU backend lowers `lax.conv_general_dilated(..., feature_group_count=C)` to a generic
+grouped convolution that runs at 1–2 GFLOP/s, against 60–270 GFLOP/s for dense convolutions.
+A depthwise k×k convolution is only k² shifted views of the padded input, each scaled by one
+weight per channel, summed: XLA fuses that into one elementwise loop. The backward pass is the
+same trick (a custom VJP): the input gradient is the output gradient (dilated for strides > 1)
+correlated with the flipped kernel, the kernel gradient k² channel-wise reductions.
+
+Padding is TensorFlow's SAME (the extra pixel at the bottom/right), as EfficientNet-Lite's
+ImageNet weights expect.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+CHUNK_BYTES = 1 << 20  # the kernel gradient's working set per loop step (fits in L2)
+
+
+def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int, int]:
+    """(output size, pad before, pad after) of TF-style SAME padding along one axis."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    return out, total // 2, total - total // 2
+
+
+def _taps_sum(xp: jax.Array, w: jax.Array, out_hw: tuple[int, int], stride: int) -> jax.Array:
+    """Σ_ij xp[:, i + s·h, j + s·w, :] · w[i, j]: xp f32[B, H', W', C], w f32[k, k, C]."""
+    k = w.shape[0]
+    oh, ow = out_hw
+    total = None
+    for i in range(k):
+        for j in range(k):
+            tap = lax.slice(
+                xp,
+                (0, i, j, 0),
+                (xp.shape[0], i + (oh - 1) * stride + 1, j + (ow - 1) * stride + 1, xp.shape[3]),
+                (1, stride, stride, 1),
+            )
+            term = tap * w[i, j]
+            total = term if total is None else total + term
+    return total
+
+
+def _pads(x_shape: tuple[int, ...], k: int, stride: int):
+    oh, top, bottom = same_padding(x_shape[1], k, stride)
+    ow, left, right = same_padding(x_shape[2], k, stride)
+    return (oh, ow), ((0, 0), (top, bottom), (left, right), (0, 0))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def depthwise_conv(x: jax.Array, kernel: jax.Array, stride: int = 1) -> jax.Array:
+    """Depthwise conv, SAME padding: x f32[B, H, W, C], kernel f32[k, k, C] -> [B, ⌈H/s⌉, ⌈W/s⌉, C].
+
+    Same values as `lax.conv_general_dilated` with `feature_group_count=C` (see
+    `depthwise_conv_reference`), several times faster on CPU, forward and backward.
+    """
+    out_hw, pads = _pads(x.shape, kernel.shape[0], stride)
+    return _taps_sum(jnp.pad(x, pads), kernel.astype(x.dtype), out_hw, stride)
+
+
+def _fwd(x, kernel, stride):
+    return depthwise_conv(x, kernel, stride), (x, kernel)
+
+
+def _bwd(stride, residuals, g):
+    x, kernel = residuals
+    k = kernel.shape[0]
+    _, pads = _pads(x.shape, k, stride)
+    (_, (top, _), (left, _), _) = pads
+    # Input gradient: g dilated by the stride, padded by k - 1, correlated with the flipped
+    # kernel; only the rows/columns of the unpadded input are computed.
+    gd = lax.pad(
+        g,
+        jnp.zeros((), g.dtype),
+        ((0, 0, 0), (k - 1, k - 1, stride - 1), (k - 1, k - 1, stride - 1), (0, 0, 0)),
+    )
+    start = (0, top, left, 0)
+    height, width = x.shape[1], x.shape[2]
+    # Rows of gd beyond what the input covers are never read; pad gd so every slice fits.
+    need_h = top + height + k - 1 - gd.shape[1]
+    need_w = left + width + k - 1 - gd.shape[2]
+    if need_h > 0 or need_w > 0:
+        gd = jnp.pad(gd, ((0, 0), (0, max(need_h, 0)), (0, max(need_w, 0)), (0, 0)))
+    gd = lax.slice(
+        gd, start, (gd.shape[0], top + height + k - 1, left + width + k - 1, gd.shape[3])
+    )
+    dx = _taps_sum(gd, kernel[::-1, ::-1].astype(g.dtype), (height, width), 1)
+    dk = _kernel_grad(jnp.pad(x, pads), g, k, stride).astype(kernel.dtype)
+    return dx.astype(x.dtype), dk
+
+
+def _kernel_grad(xp: jax.Array, g: jax.Array, k: int, stride: int) -> jax.Array:
+    """dk[i, j, c] = Σ_{n,h,w} xp[n, s·h + i, s·w + j, c] · g[n, h, w, c], f32[k, k, C].
+
+    k² reductions over the whole batch read the activations k² times from memory; looping over
+    blocks of output rows that fit in cache (about CHUNK_BYTES of g) is 3–7× faster on CPU.
+    """
+    batch, oh, ow, channels = g.shape
+    # Rows per step: the largest divisor of the output height within the budget (a ragged last
+    # block would need padded copies, which XLA handles badly inside the loop).
+    budget = max(1, CHUNK_BYTES // (4 * ow * channels))
+    rows = max(d for d in range(1, oh + 1) if oh % d == 0 and d <= budget)
+    blocks = oh // rows
+    in_rows = (rows - 1) * stride + k
+
+    def body(t, acc):
+        n, block = t // blocks, t % blocks
+        xs = lax.dynamic_slice(
+            xp, (n, block * rows * stride, 0, 0), (1, in_rows, xp.shape[2], channels)
+        )[0]
+        gs = lax.dynamic_slice(g, (n, block * rows, 0, 0), (1, rows, ow, channels))[0]
+        taps = [
+            jnp.sum(
+                lax.slice(
+                    xs,
+                    (i, j, 0),
+                    (i + (rows - 1) * stride + 1, j + (ow - 1) * stride + 1, channels),
+                    (stride, stride, 1),
+                )
+                * gs,
+                axis=(0, 1),
+            )
+            for i in range(k)
+            for j in range(k)
+        ]
+        return acc + jnp.stack(taps).reshape(k, k, channels)
+
+    return lax.fori_loop(0, batch * blocks, body, jnp.zeros((k, k, channels), g.dtype))
+
+
+depthwise_conv.defvjp(_fwd, _bwd)
+
+
+def depthwise_conv_reference(x: jax.Array, kernel: jax.Array, stride: int = 1) -> jax.Array:
+    """XLA's grouped convolution with the same SAME padding (the reference for tests)."""
+    k = kernel.shape[0]
+    _, pads = _pads(x.shape, k, stride)
+    return lax.conv_general_dilated(
+        x,
+        kernel[:, :, None, :].astype(x.dtype),
+        (stride, stride),
+        [pads[1], pads[2]],
+        dimension_numbers=("NHWC", "HWIO", "NHWC"),
+        feature_group_count=x.shape[-1],
+    )
