@@ -8,7 +8,7 @@ WORKDIR ?= workdirs/$(basename $(notdir $(firstword $(subst :, ,$(CONFIG)))))_$(
 PYTEST_ARGS ?=
 CHECKPOINT ?= checkpoints/hrnet_dataaug_offline.digjax
 DATASETS ?= grabcut,berkeley
-SIZE ?= 160  # evaluation side in px: the shipped checkpoints were trained at 160
+SIZE ?= 320  # BREPS attack: letterbox side in px
 
 .PHONY: venv train test lint format bench notebooks attack evaluate clean
 
@@ -41,7 +41,7 @@ attack: $(STAMP)
 	$(BIN)/python -m dig_jax.attack --checkpoint $(CHECKPOINT) --datasets $(DATASETS) --size $(SIZE) --out results/breps
 
 evaluate: $(STAMP)
-	$(BIN)/python -m dig_jax.evaluate --checkpoint $(CHECKPOINT) --datasets $(DATASETS) --size $(SIZE) --out results/eval
+	$(BIN)/python -m dig_jax.evaluate --predictor $(CHECKPOINT),grabcut,filled --datasets $(DATASETS) --out results/eval
 
 notebooks: $(STAMP)
 	$(BIN)/python -m dig_jax.notebooks $(NOTEBOOKS)

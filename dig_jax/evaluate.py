@@ -1,12 +1,16 @@
-"""Evaluate an exported segmenter: DIG tables per gesture kind, optionally the NoG protocol.
+"""Evaluate segmenters and classical peers: DIG tables per gesture kind, optionally NoG.
 
-    python -m dig_jax.evaluate --checkpoint checkpoints/hrnet_dataaug_offline.digjax \
-        --datasets grabcut,berkeley --modes creation --out results/eval
+    python -m dig_jax.evaluate --predictor checkpoints/dig_effnet.digjax,grabcut,filled \
+        --datasets grabcut,berkeley --out results/eval
 
+`--predictor` lists what to score on the same samples: exported `.digjax` files and the peers
+`grabcut` (OpenCV GrabCut seeded by the gesture) and `filled` (the filled gesture as the mask);
+`--checkpoint FILE` adds one file. Every sample is drawn and scored at the photo's own resolution
+(`--max-side` shrinks larger photos first); models zoom in on the prompt as `predict` does.
 A dataset is a source spec of `dig_jax.data.pipeline.resolve_source` (grabcut, berkeley,
 coco_mval, procedural:N, folder:PATH, ...) with an optional held-out split suffix as in the
 training configs (`coco_mval%val` = every 10th record) and an optional slice, e.g. `grabcut[0:10]`.
-Writes `<out>/metrics.json` and `<out>/tables.txt`; prints the tables.
+Writes `<out>/metrics.json` and `<out>/tables.md`; prints the tables.
 """
 
 from __future__ import annotations
@@ -20,15 +24,17 @@ from pathlib import Path
 import numpy as np
 
 from dig_jax.data.regions import VOID, extract_regions
-from dig_jax.data.sources.record import resize_loaded
 from dig_jax.evaluation import (
     CONTEXT_STRATEGIES,
     GESTURE_ENCODINGS,
+    PEERS,
     SkipLog,
     evaluate_samples,
     evaluation_samples,
     kind_table,
+    load_record,
     nog,
+    peer_predictor,
     segmenter_predictor,
 )
 from dig_jax.gestures.types import GestureKind
@@ -36,8 +42,9 @@ from dig_jax.gestures.types import GestureKind
 _SLICE = re.compile(r"^(?P<spec>.+?)\[(?P<start>-?\d*):(?P<stop>-?\d*)\]$")
 
 
-def load_dataset(spec: str, size: int) -> list:
-    """Records of a source spec with an optional `%train|%val` split and `[start:stop]` slice."""
+def load_dataset(spec: str, size: int = 512) -> list:
+    """Records of a source spec with an optional `%train|%val` split and `[start:stop]` slice
+    (`size`: the side procedural scenes are rendered at)."""
     from dig_jax.train.input_pipeline import resolve_records
 
     match = _SLICE.match(spec)
@@ -50,12 +57,12 @@ def load_dataset(spec: str, size: int) -> list:
     return list(records)
 
 
-def nog_items(records: list, size: int, skipped: SkipLog) -> list:
-    """(image, gt with void, largest part) triples of every region, at `size` x `size`."""
+def nog_items(records: list, max_side: int | None, skipped: SkipLog) -> list:
+    """(image, gt with void, largest part) triples of every region, at the photo's own size."""
     items = []
     for record in records:
         try:
-            loaded = resize_loaded(record.load(), (size, size))
+            loaded = load_record(record, max_side)
         except (OSError, ValueError) as error:
             skipped.add(f"{record.source}:{record.image_id}", str(error))
             continue
@@ -66,12 +73,38 @@ def nog_items(records: list, size: int, skipped: SkipLog) -> list:
     return items
 
 
+def predictor_names(args: argparse.Namespace) -> list[str]:
+    """Model files and peer names from --checkpoint and --predictor, in order, no repeats."""
+    names = [args.checkpoint] if args.checkpoint else []
+    names += [p for p in (args.predictor or "").split(",") if p]
+    return list(dict.fromkeys(names))
+
+
+def make_predictor(name: str, args: argparse.Namespace):
+    """(label, predictor) of a peer name or an exported segmenter file."""
+    if name in PEERS:
+        return name, peer_predictor(name)
+    from dig_jax.export import load_segmenter
+
+    segmenter = load_segmenter(name)
+    predict = segmenter_predictor(
+        segmenter, context_strategy=args.context, gesture_encoding=args.gesture_encoding,
+        seed=args.seed, batch_size=args.batch_size,
+    )  # fmt: skip
+    return Path(name).stem, predict
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--checkpoint", required=True, help="exported .digjax segmenter file")
+    parser.add_argument("--checkpoint", default="", help="an exported .digjax segmenter file")
+    parser.add_argument(
+        "--predictor", default="", help=f"comma list of .digjax files and peers {PEERS}"
+    )
     parser.add_argument("--datasets", default="grabcut,berkeley")
     parser.add_argument("--modes", default="creation,refinement")
-    parser.add_argument("--size", type=int, default=320, help="evaluation resolution (px)")
+    parser.add_argument(
+        "--max-side", type=int, default=None, help="shrink photos to this long side (px)"
+    )
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--context", default="oracle", choices=CONTEXT_STRATEGIES)
     parser.add_argument(
@@ -84,40 +117,45 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="results/eval")
     args = parser.parse_args(argv)
-
-    from dig_jax.export import load_segmenter
-
-    segmenter = load_segmenter(args.checkpoint)
+    names = predictor_names(args)
+    if not names:
+        parser.error("name at least one predictor (--checkpoint FILE or --predictor ...)")
+    if args.max_side is not None and args.max_side < 32:
+        parser.error(f"--max-side must be >= 32 px, got {args.max_side}")
+    if args.batch_size < 1:
+        parser.error(f"--batch-size must be >= 1, got {args.batch_size}")
+    nog_kinds = [k for k in args.nog_kinds.split(",") if k]
+    bad = [k for k in nog_kinds if k.upper() not in GestureKind.__members__]
+    if bad:
+        parser.error(f"--nog-kinds: unknown {bad}; use {[k.name.lower() for k in GestureKind]}")
+    modes = tuple(m for m in args.modes.split(",") if m)
     try:
-        predict = segmenter_predictor(
-            segmenter,
-            context_strategy=args.context,
-            gesture_encoding=args.gesture_encoding,
-            seed=args.seed,
-        )
+        predictors = [make_predictor(name, args) for name in names]
     except ValueError as error:
         parser.error(str(error))
-    modes = tuple(m for m in args.modes.split(",") if m)
     results, counts, nogs = {}, {}, {}
     skipped = SkipLog()
     for spec in [d for d in args.datasets.split(",") if d]:
-        records = load_dataset(spec, args.size)
-        samples = evaluation_samples(
-            records, size=args.size, modes=modes, seed=args.seed, skipped=skipped
+        records = load_dataset(spec)
+        samples = list(
+            evaluation_samples(
+                records, max_side=args.max_side, modes=modes, seed=args.seed, skipped=skipped
+            )
         )
-        results[spec], counts[spec] = evaluate_samples(
-            predict, samples, batch_size=args.batch_size, desc=spec
-        )
-        for name in [k for k in args.nog_kinds.split(",") if k]:
-            kind = GestureKind[name.upper()]
-            items = nog_items(records, args.size, skipped)
-            out = nog(predict, items, int(kind), seed=args.seed)
-            nogs[f"{spec}/{name}"] = {
-                "NoG@85": float(out["noc"][:, 0].mean()),
-                "NoG@90": float(out["noc"][:, 1].mean()),
-                "NoF@90": int(out["failed"][:, 1].sum()),
-                "instances": len(items),
-            }
+        items = nog_items(records, args.max_side, skipped) if nog_kinds else []
+        for label, predict in predictors:
+            key = f"{spec} {label}"
+            results[key], counts[key] = evaluate_samples(
+                predict, samples, batch_size=args.batch_size, total=len(samples), desc=key
+            )
+            for name in nog_kinds:
+                out = nog(predict, items, int(GestureKind[name.upper()]), seed=args.seed)
+                nogs[f"{key}/{name}"] = {
+                    "NoG@85": float(out["noc"][:, 0].mean()),
+                    "NoG@90": float(out["noc"][:, 1].mean()),
+                    "NoF@90": int(out["failed"][:, 1].sum()),
+                    "instances": len(items),
+                }
     tables = []
     for phase, mode in (("create", "creation"), ("refine", "refinement")):
         if mode in modes:
@@ -131,10 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nskipped {len(skipped)} item(s); see metrics.json")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "tables.txt").write_text(text + "\n")
+    (out_dir / "tables.md").write_text(text + "\n")
     payload = {
-        "checkpoint": str(args.checkpoint),
-        "size": args.size,
+        "predictors": names,
+        "max_side": args.max_side,
         "context_strategy": args.context,
         "gesture_encoding": args.gesture_encoding,
         "samples": counts,

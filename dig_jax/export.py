@@ -18,11 +18,11 @@ import ml_collections
 import numpy as np
 from flax import serialization
 
+from dig_jax import prompts
 from dig_jax.gestures.types import Context, GestureKind
-from dig_jax.models.interactive import build_segmenter, context_input, gesture_input, pad_input
+from dig_jax.models.interactive import build_segmenter, context_input, gesture_input
 
 MAGIC = b"DIGJAX-SEGMENTER 1\n"
-STRIDE = 32  # inputs are padded (`pad_input`) to a multiple of the backbone's total stride
 
 
 def save_segmenter(path: str | Path, variables: dict, config: Any) -> Path:
@@ -55,18 +55,27 @@ def _read(path: Path) -> tuple[ml_collections.ConfigDict, dict]:
 
 
 class LoadedSegmenter:
-    """Inference wrapper: `predict(image, gesture_map, prev_mask=None) -> uint8[H, W]`."""
+    """Inference wrapper: `predict(image, gesture_map, prev_mask=None) -> uint8[H, W]` on a
+    photo of any size.
+
+    Every prompt goes through `dig_jax.prompts`: the zoom box of the gesture (and previous
+    mask) is resampled to the working size S = `config.image_size`, the network runs once on
+    that S×S crop (compiled once per batch size), and its logits are pasted back onto the photo.
+    """
 
     def __init__(self, config: ml_collections.ConfigDict, variables: dict):
+        if "model" not in config or "image_size" not in config:
+            raise ValueError("segmenter config needs 'model' and 'image_size' (working size)")
         self.config = config
         self.model = build_segmenter(config.model)
         self.variables = jax.tree.map(jnp.asarray, variables)
         self.input_kind: str = config.model.input_kind
+        self.size: int = int(config.image_size)
         self._logits = jax.jit(self.predict_logits_fn())
 
     def predict_logits_fn(self):
-        """Pure jnp function x f32[B, H, W, C] -> mask logits f32[B, H, W] (H, W any size that
-        the backbone handles; multiples of 32 are exact)."""
+        """Pure jnp function x f32[B, H, W, C] -> mask logits f32[B, H, W] (H, W multiples of
+        32; the working size S is what the model was trained at)."""
         model, variables = self.model, self.variables
 
         def logits_fn(x: jax.Array) -> jax.Array:
@@ -74,43 +83,26 @@ class LoadedSegmenter:
 
         return logits_fn
 
-    def make_input(
+    def crop_input(
         self,
-        image: Any,
-        gesture_map: Any,
-        prev_mask: Any = None,
+        crop: dict[str, np.ndarray],
         context: int = Context.ADD,
         kind: int | None = None,
     ) -> np.ndarray:
-        """Model input f32[H, W, C] for one image uint8[H, W, 3] and gesture map {0,1}[H, W].
+        """Model input f32[S, S, C] from one zoom crop (`dig_jax.prompts.crop_prompt`).
 
         `context` and `kind` (a GestureKind, None = unknown) are read by context models only:
         trained with skeleton clicks, they get a RECTANGLE in the box channel (as in training)
         and any other gesture as clicks; trained on gesture maps, they ignore `kind`.
         """
-        image = np.asarray(image)
-        gesture_map = (np.asarray(gesture_map) > 0).astype(np.uint8)
-        if image.ndim != 3 or image.shape[2] != 3:
-            raise ValueError(f"image must be uint8[H, W, 3], got shape {image.shape}")
-        if gesture_map.shape != image.shape[:2]:
-            raise ValueError(
-                f"gesture_map must have shape {image.shape[:2]}, got {gesture_map.shape}"
-            )
-        if kind is not None and int(kind) not in set(GestureKind):
-            raise ValueError(f"kind must be a GestureKind code 0..4 or None, got {kind!r}")
-        prev = np.zeros_like(gesture_map) if prev_mask is None else np.asarray(prev_mask)
-        if prev.shape != gesture_map.shape:
-            raise ValueError(f"prev_mask must have shape {gesture_map.shape}, got {prev.shape}")
-        prev = (prev == 1).astype(np.uint8)
+        image, gesture, prev = crop["image"], crop["gesture"], crop["prev_mask"]
         if self.input_kind == "gesture":
-            from dig_jax.gestures import distance_map
-
-            x = gesture_input(image, gesture_map, distance_map(gesture_map), prev)
+            x = gesture_input(image, gesture, crop["distance"] / 255.0, prev)
         elif self.config.model.get("context_encoding", "gesture") == "clicks":
             from dig_jax.models.interactive import encode_context_clicks
 
             batch = {
-                "gesture": gesture_map[None],
+                "gesture": gesture[None],
                 "context": np.array([int(context)]),
                 "gesture_kind": np.array([GestureKind.SCRIBBLE if kind is None else int(kind)]),
             }
@@ -120,8 +112,34 @@ class LoadedSegmenter:
             )
         else:
             add = float(int(context) == Context.ADD)
-            x = context_input(image, gesture_map * add, gesture_map * (1 - add), None, prev)
+            x = context_input(image, gesture * add, gesture * (1 - add), None, prev)
         return np.asarray(x)
+
+    def prepare(
+        self, image: Any, gesture_map: Any, prev_mask: Any = None
+    ) -> tuple[dict[str, np.ndarray], prompts.ZoomBox, tuple[int, int]]:
+        """Checked inputs -> (S×S crop dict, its zoom box, the photo's (H, W))."""
+        image, gesture_map, prev = prompts.check_prompt(image, gesture_map, prev_mask)
+        box = prompts.zoom_box(gesture_map, prev, self.size)
+        return prompts.crop_prompt(image, gesture_map, prev, box, self.size), box, image.shape[:2]
+
+    def predict_logits(
+        self,
+        image: Any,
+        gesture_map: Any,
+        prev_mask: Any = None,
+        context: int = Context.ADD,
+        kind: int | None = None,
+    ) -> np.ndarray:
+        """Mask logits f32[H, W] on the photo (see `predict`)."""
+        if kind is not None and int(kind) not in set(GestureKind):
+            raise ValueError(f"kind must be a GestureKind code 0..4 or None, got {kind!r}")
+        crop, box, shape = self.prepare(image, gesture_map, prev_mask)
+        x = self.crop_input(crop, context, kind)[None]
+        logits = np.asarray(self._logits(jnp.asarray(x)))[0]
+        if not np.isfinite(logits).all():
+            raise FloatingPointError("the segmenter produced NaN/Inf logits (corrupt weights?)")
+        return prompts.paste_logits(logits, box, shape)
 
     def predict(
         self,
@@ -131,11 +149,14 @@ class LoadedSegmenter:
         context: int = Context.ADD,
         kind: int | None = None,
     ) -> np.ndarray:
-        """Binary mask uint8[H, W] for one gesture (`context`, `kind`: see `make_input`)."""
-        x = self.make_input(image, gesture_map, prev_mask, context, kind)[None]
-        height, width = x.shape[1:3]
-        logits = self._logits(jnp.asarray(pad_input(x, self.input_kind, STRIDE)))
-        return (np.asarray(logits[0, :height, :width]) > 0).astype(np.uint8)
+        """Binary mask uint8[H, W] for one gesture on a photo of any size.
+
+        image: uint8[H, W, 3] RGB. gesture_map: [H, W], nonzero = marked (bool, {0,1} or
+        {0,255}). prev_mask: None (creation) or [H, W] read the same way. `context`, `kind`:
+        for context baselines only (see `crop_input`).
+        """
+        logits = self.predict_logits(image, gesture_map, prev_mask, context, kind)
+        return (logits > 0).astype(np.uint8)
 
 
 def load_segmenter(path: str | Path) -> LoadedSegmenter:

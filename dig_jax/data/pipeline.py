@@ -4,15 +4,17 @@
     it = iter(ds); batch = next(it); state = it.get_state()  # checkpointable position
 
 Order of operations per element (a `Record`, or a static `DigEntry` / `TfdsEntry`):
-1. load the image and masks; resize them to `image_size` (image cv2.INTER_LINEAR, masks and
-   void nearest, so 255/void stays exact);
+1. load the image and masks at the photo's own size, shrunk (keeping the aspect ratio) when
+   its long side exceeds `max_side` (image cv2.INTER_AREA, masks and void nearest);
 2. draw a sample *at that size* — regions/parts (>= 300 px), with probability `prior_prob` a
-   refinement of a synthetic prior, gesture simulated and rasterised at the target size, so
-   the 5 px brush and the distance map are exact; static DIG entries are resized instead
-   (gesture map nearest) and their distance map is recomputed after resizing;
+   refinement of a synthetic prior, gesture simulated and rasterised with the 5 px brush on the
+   photo, as a person would draw it; static DIG entries are used as built;
 3. with probability `multi_region_prob` another disjoint region joins the previous mask and GT
    (records only: static samples are used as built, multi-region variants included);
-4. batch (a leading axis on every field).
+4. zoom in exactly as `predict` does (`dig_jax.prompts`): the prompt's zoom box (with scale /
+   shift noise and a random horizontal flip in training) is resampled to `image_size`²
+   and the distance map computed there;
+5. batch (a leading axis on every field).
 Bad items never stop the pipeline: a record or entry whose loading or sampling raises ValueError
 (every source reports a corrupt file or field that way), and a row a JSON source cannot list,
 is logged, skipped and counted (`bad_item_count()`, per process: grain worker processes keep
@@ -75,6 +77,8 @@ class PipelineConfig:
     shard: (index, count) of this host; None = (jax.process_index(), jax.process_count()).
     num_epochs: passes over the data (None = forever; eval splits use 1).
     kinds: gesture kinds to draw from (codes 0..4).
+    max_side: photos whose long side exceeds this (px) are shrunk to it before sampling
+      (None = the photo's own size).
     """
 
     sources: tuple = ("procedural",)
@@ -88,6 +92,7 @@ class PipelineConfig:
     shard: tuple[int, int] | None = None
     num_epochs: int | None = None
     kinds: tuple[int, ...] = tuple(int(k) for k in ALL_KINDS)
+    max_side: int | None = 512
 
     def __post_init__(self) -> None:
         for name in ("prior_prob", "multi_region_prob"):
@@ -101,6 +106,10 @@ class PipelineConfig:
             raise ValueError(f"read_threads: must be >= 0, got {self.read_threads}")
         if min(self.size) < 16:
             raise ValueError(f"image_size: must be >= 16 px, got {self.image_size}")
+        if self.size[0] != self.size[1]:
+            raise ValueError(f"image_size: zoom crops are square, got {self.image_size}")
+        if self.max_side is not None and self.max_side < 16:
+            raise ValueError(f"max_side: must be >= 16 px or None, got {self.max_side}")
         if not self.kinds or any(int(k) not in range(5) for k in self.kinds):
             raise ValueError(f"kinds: must be a non-empty subset of 0..4, got {self.kinds}")
 
@@ -158,36 +167,71 @@ def resize_sample(sample: Sample, size: tuple[int, int]) -> Sample:
         return sample
     out = dict(sample)
     out["image"] = cv2.resize(sample["image"], (w, h), interpolation=cv2.INTER_LINEAR)
-    for key in ("gesture", "prev_mask", "target", "region"):
-        out[key] = cv2.resize(sample[key], (w, h), interpolation=cv2.INTER_NEAREST)
+    for key in ("gesture", "prev_mask", "target", "region", "local"):
+        if key in sample:
+            out[key] = cv2.resize(sample[key], (w, h), interpolation=cv2.INTER_NEAREST)
     out["distance"] = distance_uint8(out["gesture"])
+    return out
+
+
+def zoom_sample(sample: Sample, size: int, rng: np.random.Generator | None = None) -> Sample:
+    """The sample in its prompt's zoom crop at `size`² (`dig_jax.prompts`); with `rng`
+    (training) the box is jittered and the crop flipped left-right with probability 1/2."""
+    from dig_jax import prompts
+
+    shape = sample["image"].shape[:2]
+    prev = sample["prev_mask"] if bool(sample["has_prev"]) else None
+    box = prompts.zoom_box(sample["gesture"], prev, size)
+    if rng is not None:
+        box = prompts.jitter_box(box, shape, size, rng)
+    out = prompts.crop_sample(sample, box, size)
+    if rng is not None and rng.random() < 0.5:
+        for key, value in out.items():
+            if isinstance(value, np.ndarray) and value.shape[:2] == (size, size):
+                out[key] = np.ascontiguousarray(value[:, ::-1])
     return out
 
 
 @dataclasses.dataclass(frozen=True)
 class SampleTransform:
     """grain random-map transform: a Record, or a prebuilt sample (DigEntry, TfdsEntry:
-    anything with `.load() -> Sample`) + rng -> Sample, or None to skip (a ValueError while
-    loading or sampling is reported and counted by `report_bad_item`)."""
+    anything with `.load() -> Sample`) + rng -> Sample in its zoom crop, or None to skip (a
+    ValueError while loading or sampling is reported and counted by `report_bad_item`).
+    `augment`: jitter the zoom box and flip (training)."""
 
     size: tuple[int, int]
     prior_prob: float
     multi_region_prob: float
     kinds: tuple[int, ...]
+    max_side: int | None = None
+    augment: bool = False
 
     def __call__(self, element: Record | DigEntry, rng: np.random.Generator) -> Sample | None:
         try:
             if not isinstance(element, Record):
-                return resize_sample(element.load(), self.size)
-            loaded = resize_loaded(element.load(), self.size)
-            return random_sample(
-                loaded, rng, prior_prob=self.prior_prob,
-                multi_region_prob=self.multi_region_prob, kinds=self.kinds,
-            )  # fmt: skip
+                sample = element.load()
+            else:
+                loaded = element.load()
+                if self.max_side is not None and max(loaded.shape) > self.max_side:
+                    loaded = resize_loaded(loaded, fit_within(loaded.shape, self.max_side))
+                sample = random_sample(
+                    loaded, rng, prior_prob=self.prior_prob,
+                    multi_region_prob=self.multi_region_prob, kinds=self.kinds,
+                )  # fmt: skip
+                if sample is None:
+                    return None
+            return zoom_sample(sample, self.size[0], rng if self.augment else None)
         except ValueError as err:
             name = getattr(element, "describe", "") if isinstance(element, Record) else ""
             report_bad_item(f"{name}: {err}" if name and name not in str(err) else str(err))
             return None
+
+
+def fit_within(shape: tuple[int, int], max_side: int) -> tuple[int, int]:
+    """(H, W) scaled so the long side is `max_side` (aspect ratio kept, at least 1 px)."""
+    h, w = shape
+    scale = max_side / max(h, w)
+    return max(1, round(h * scale)), max(1, round(w * scale))
 
 
 def _as_config(config: Any, overrides: Mapping[str, Any]) -> PipelineConfig:
@@ -270,8 +314,9 @@ def make_dataset(
     if train:
         ds = ds.shuffle(seed=int(shuffle_seed)).repeat(cfg.num_epochs)
     transform = SampleTransform(
-        cfg.size, cfg.prior_prob, cfg.multi_region_prob if train else 0.0, cfg.kinds
-    )
+        cfg.size, cfg.prior_prob, cfg.multi_region_prob if train else 0.0, cfg.kinds,
+        cfg.max_side, augment=train,
+    )  # fmt: skip
     ds = ds.random_map(transform, seed=int(map_seed))
     read = grain.ReadOptions(num_threads=cfg.read_threads, prefetch_buffer_size=2 * cfg.batch_size)
     it_ds = ds.to_iter_dataset(read).batch(cfg.batch_size, drop_remainder=train)

@@ -4,8 +4,11 @@ A sample is a dict of numpy values, exactly the contract of COMMON.md / DESIGN.m
   image uint8[H,W,3], gesture uint8[H,W] {0,1}, distance uint8[H,W] (EDT in px to the marked
   pixels, truncated at 255), prev_mask uint8[H,W] {0,1}, target uint8[H,W] {0,1,255} (local GT
   with void), region uint8[H,W] {0,1} (global GT), gesture_kind int32, context int32,
-  has_prev bool, image_id str, instance_id int32.
-Gestures are simulated at the array size they are given (the pipeline resizes first).
+  has_prev bool, image_id str, instance_id int32, plus for scoring: local uint8[H,W] {0,1}
+  (local GT per DESIGN.md: creation — the targeted part; refinement — the previous mask with
+  exactly the targeted error corrected) and void uint8[H,W] {0,1} (the dataset's own void,
+  e.g. GrabCut's boundary band, ignored by every score).
+Gestures are simulated at the array size they are given (the photo's own, or shrunk).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ Sample = dict[str, Any]
 ALL_KINDS = tuple(GestureKind)
 SAMPLE_KEYS = (
     "image", "gesture", "distance", "prev_mask", "target", "region",
-    "gesture_kind", "context", "has_prev", "image_id", "instance_id",
+    "gesture_kind", "context", "has_prev", "image_id", "instance_id", "local", "void",
 )  # fmt: skip
 
 
@@ -59,8 +62,12 @@ def make_sample(
     image_id: str,
     instance_id: int,
     distance: np.ndarray | None = None,
+    local: np.ndarray | None = None,
+    void: np.ndarray | None = None,
 ) -> Sample:
     """Assemble a sample dict with the contract's dtypes; `prev_mask=None` means no prior.
+
+    `local` defaults to the target's 1 pixels, `void` to none.
 
     ValueError naming the argument when `image` is not [H, W, 3] or a mask is not [H, W].
     """
@@ -69,7 +76,7 @@ def make_sample(
         raise ValueError(f"image: expected RGB [H, W, 3], got shape {image.shape}")
     shape = image.shape[:2]
     masks = dict(gesture_map=gesture_map, prev_mask=prev_mask, target=target, region=region,
-                 distance=distance)  # fmt: skip
+                 distance=distance, local=local, void=void)  # fmt: skip
     for name, mask in masks.items():
         if mask is not None and np.shape(mask) != shape:
             raise ValueError(f"{name}: size {np.shape(mask)} differs from image size {shape}")
@@ -88,6 +95,12 @@ def make_sample(
         "has_prev": np.bool_(has_prev),
         "image_id": str(image_id),
         "instance_id": np.int32(instance_id),
+        "local": (np.asarray(target) == 1 if local is None else np.asarray(local) > 0).astype(
+            np.uint8
+        ),
+        "void": np.zeros(shape, np.uint8)
+        if void is None
+        else (np.asarray(void) > 0).astype(np.uint8),
     }
 
 
@@ -108,6 +121,7 @@ def creation_sample(
         image=image, gesture_map=raster, distance=dist, prev_mask=None,
         target=creation_target(region, part, void), region=region.mask, kind=kind,
         context=Context.ADD, image_id=image_id, instance_id=region.instance_id,
+        local=region.parts[part], void=void,
     )  # fmt: skip
 
 
@@ -125,11 +139,11 @@ def refinement_sample(
     """A refinement sample: a gesture of `kind` on one error component of `prev`."""
     gesture = simulate_refinement(GestureKind(kind), correction.mask, correction.context, rng)
     raster, dist = gesture_maps(gesture, image.shape[:2])
-    _, target = refinement_targets(prev, region.mask, correction, void)
+    local, target = refinement_targets(prev, region.mask, correction, void)
     return make_sample(
         image=image, gesture_map=raster, distance=dist, prev_mask=prev, target=target,
         region=region.mask, kind=kind, context=correction.context, image_id=image_id,
-        instance_id=region.instance_id,
+        instance_id=region.instance_id, local=local, void=void,
     )  # fmt: skip
 
 
@@ -144,6 +158,8 @@ def join_region(sample: Sample, other: np.ndarray) -> Sample:
     target = sample["target"].copy()
     target[other & (target != VOID)] = 1
     out["target"] = target
+    if "local" in sample:
+        out["local"] = (sample["local"] | other).astype(np.uint8)
     out["region"] = (sample["region"] | other).astype(np.uint8)
     out["has_prev"] = np.bool_(True)
     return out
@@ -162,8 +178,9 @@ def random_sample(
     A region is drawn uniformly. With probability `prior_prob` the sample refines a synthetic
     prior at one of its corrections; when the prior cannot be made (IoU band unreachable, or a
     ValueError such as a region that is void where it matters) or has no correction of >= 100
-    px it falls back to creation on a random part. With probability `multi_region_prob` another
-    disjoint region joins the previous mask and the GT (dataAug).
+    px it falls back to creation on a random part. With probability `multi_region_prob` a
+    creation sample becomes a multi-region one (dataAug, as in DIG): another disjoint region
+    joins the previous mask and the GT.
     """
     regions = extract_regions(loaded.instances, loaded.instance_ids, void=loaded.void)
     if not regions:
@@ -189,7 +206,7 @@ def random_sample(
         sample = creation_sample(
             loaded.image, region, part, kind, rng, void=loaded.void, image_id=image_id
         )
-    if rng.random() < multi_region_prob:
+    if not sample["has_prev"] and rng.random() < multi_region_prob:  # creation samples only
         others = [r for r in regions if r is not region]
         others = disjoint_regions(others, (sample["region"] | sample["prev_mask"]) > 0)
         if others:

@@ -2,7 +2,7 @@
 
     python -m dig_jax.data.build --source grabcut --out build/grabcut
     builder = DigSamples(build_dir="build/grabcut", data_dir="build/tfds")
-    builder.download_and_prepare()            # writes dig_samples/1.0.0/*.array_record
+    builder.download_and_prepare()            # writes dig_samples/1.1.0/*.array_record
     source = builder.as_data_source()["train"]  # random access, a grain MapDataset source
 
 Every example is one sample dict of the contract (masks as zlib-compressed uint8 Tensors);
@@ -23,14 +23,17 @@ import tensorflow_datasets as tfds
 from dig_jax.data.samples import Sample, distance_uint8
 from dig_jax.data.sources.dig_json import dig_json
 
-_MASKS = ("gesture", "prev_mask", "target", "region")
+_MASKS = ("gesture", "prev_mask", "target", "region", "local", "void")
 
 
 class DigSamples(tfds.core.GeneratorBasedBuilder):
     """DIG samples from a `dig_jax.data.build` output folder (`dig.json` + `images/`)."""
 
-    VERSION = tfds.core.Version("1.0.0")
-    RELEASE_NOTES: ClassVar[dict[str, str]] = {"1.0.0": "Samples of dig_jax.data.build."}
+    VERSION = tfds.core.Version("1.1.0")
+    RELEASE_NOTES: ClassVar[dict[str, str]] = {
+        "1.0.0": "Samples of dig_jax.data.build.",
+        "1.1.0": "Local GT (`local`) and dataset void (`void`) for scoring.",
+    }
 
     def __init__(self, *, build_dir: str | Path | None = None, **kwargs):
         self._build_dir = None if build_dir is None else Path(build_dir)
@@ -73,7 +76,7 @@ def tfds_sample(example: dict) -> Sample:
     out["image_id"] = image_id.decode() if isinstance(image_id, bytes) else str(image_id)
     out["distance"] = distance_uint8(np.asarray(out["gesture"]))
     order = ("image", "gesture", "distance", "prev_mask", "target", "region", "gesture_kind",
-             "context", "has_prev", "image_id", "instance_id")  # fmt: skip
+             "context", "has_prev", "image_id", "instance_id", "local", "void")  # fmt: skip
     return {key: out[key] for key in order}
 
 

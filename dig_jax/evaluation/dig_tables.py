@@ -5,15 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import jax
 import numpy as np
 from tqdm import tqdm
 
 from dig_jax.evaluation.predictors import Predictor
-from dig_jax.evaluation.protocol import batches
-from dig_jax.evaluation.scores import score_batch, summarize_scores
-
-_score = jax.jit(score_batch)
+from dig_jax.evaluation.protocol import chunks
+from dig_jax.evaluation.scores import score_sample, summarize_scores
 
 
 def evaluate_samples(
@@ -25,15 +22,15 @@ def evaluate_samples(
     desc: str = "evaluate",
 ) -> tuple[dict[str, float], int]:
     """Means named `<score>/<kind>/<create|refine>` (and `/all/`) over the samples, and the
-    number of samples scored. Scores: rice_local, rice_global, iou_local, iou_global."""
+    number of samples scored. Scores: rice_local, rice_global, iou_local, iou_global, each at
+    the sample's own resolution; `predict` gets `batch_size` samples at a time."""
     scored, count = [], 0
-    keys = ("prev_mask", "region", "target", "gesture_kind", "has_prev")
     with tqdm(total=total, desc=desc, unit="sample", leave=False) as bar:
-        for batch in batches(samples, batch_size):
-            pred = predict(batch)
-            scored.append(jax.device_get(_score(pred, {k: batch[k] for k in keys})))
-            count += len(pred)
-            bar.update(len(pred))
+        for chunk in chunks(samples, batch_size):
+            preds = predict(chunk)
+            scored.extend(score_sample(p, s) for p, s in zip(preds, chunk, strict=True))
+            count += len(chunk)
+            bar.update(len(chunk))
     return summarize_scores(scored), count
 
 

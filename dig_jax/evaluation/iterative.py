@@ -17,7 +17,6 @@ import numpy as np
 from dig_jax.data.regions import VOID, components
 from dig_jax.data.samples import gesture_maps, make_sample
 from dig_jax.evaluation.predictors import Predictor
-from dig_jax.evaluation.protocol import stack
 from dig_jax.gestures import simulate_creation, simulate_refinement
 from dig_jax.gestures.types import Context, GestureKind
 from dig_jax.metrics import MAX_INTERACTIONS, iou, noc
@@ -49,8 +48,9 @@ def iterative_ious(
 ) -> np.ndarray:
     """IoU after each interaction, float64[len(items), max_interactions].
 
-    `items`: (image uint8[H,W,3], gt uint8[H,W] {0,1,255}, first target bool[H,W]) triples of
-    one shape. An instance whose mask has no error left keeps its IoU for the remaining steps.
+    `items`: (image uint8[H,W,3], gt uint8[H,W] {0,1,255}, first target bool[H,W]) triples,
+    each at its photo's own size. An instance whose mask has no error left keeps its IoU for
+    the remaining steps.
     """
     n = len(items)
     ious = np.zeros((n, max_interactions))
@@ -79,7 +79,7 @@ def iterative_ious(
             ))  # fmt: skip
             active.append(i)
         if active:
-            masks = predict(stack(samples))
+            masks = predict(samples)
             for i, mask in zip(active, masks, strict=True):
                 preds[i] = mask.astype(np.uint8)
         for i, (_, gt, _) in enumerate(items):

@@ -1,35 +1,38 @@
-"""Batched predictors over Sample batches, and the context strategies of the adapted baselines.
+"""Predictors over samples at their own resolution, and the context strategies of the adapted
+baselines.
 
-A predictor maps a batch dict (Sample keys with a leading axis) to binary masks uint8[B, H, W].
-Gesture-agnostic models see only the gesture. Context baselines must also be told add/remove;
-DIG compares them with the context given by a strategy:
+A predictor maps a list of samples (Sample dicts, each at its photo's own size) to binary
+masks uint8[H, W], one per sample. `segmenter_predictor` zooms every prompt into the model's
+working size (`dig_jax.prompts`, exactly as `predict` does), runs the crops in batches and
+pastes the logits back. Gesture-agnostic models see only the gesture. Context baselines must
+also be told add/remove; DIG compares them with the context given by a strategy:
   oracle   — the true context of the sample (an upper bound no real user interface offers),
   positive — always ADD, negative — always REMOVE, random — a fair coin per sample.
 Context baselines read a gesture as they were trained (`model.context_encoding`), or, by
 `gesture_encoding`, as skeleton clicks ("clicks") or as its bounding box ("box").
+Classical peers (GrabCut, the filled gesture) are in `dig_jax.evaluation.peers`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dig_jax import prompts
 from dig_jax.gestures.types import Context
 from dig_jax.models.interactive import (
     batch_to_input,
     encode_context_box,
     encode_context_clicks,
-    pad_input,
 )
 
-Predictor = Callable[[dict[str, np.ndarray]], np.ndarray]
+Predictor = Callable[[Sequence[dict[str, Any]]], list[np.ndarray]]
 CONTEXT_STRATEGIES = ("oracle", "positive", "negative", "random")
 GESTURE_ENCODINGS = ("model", "clicks", "box")
-STRIDE = 32  # the backbone's total stride: inputs are padded (`pad_input`) to a multiple of it
 
 
 def apply_context_strategy(
@@ -48,18 +51,37 @@ def apply_context_strategy(
     return {**batch, "context": context}
 
 
+def zoom_crops(samples: Sequence[dict[str, Any]], size: int) -> tuple[dict, list]:
+    """The samples' prompts in their zoom crops, stacked: (batch dict of uint8[B, S, S(, 3)]
+    maps + context + gesture_kind, [(box, (H, W)), ...])."""
+    crops, places = [], []
+    for sample in samples:
+        prev = sample["prev_mask"] if bool(sample["has_prev"]) else None
+        image, gesture, prev = prompts.check_prompt(sample["image"], sample["gesture"], prev)
+        box = prompts.zoom_box(gesture, prev, size)
+        crop = prompts.crop_prompt(image, gesture, prev, box, size)
+        crop["context"] = np.int32(sample["context"])
+        crop["gesture_kind"] = np.int32(sample["gesture_kind"])
+        crops.append(crop)
+        places.append((box, image.shape[:2]))
+    batch = {k: np.stack([np.asarray(c[k]) for c in crops]) for k in crops[0]}
+    return batch, places
+
+
 def segmenter_predictor(
     segmenter: Any,
     *,
     context_strategy: str = "oracle",
     gesture_encoding: str = "model",
     seed: int = 0,
+    batch_size: int = 8,
 ) -> Predictor:
     """Predictor for a `dig_jax.load_segmenter(...)` object (gesture or context input).
 
     `gesture_encoding` (context models only): "model" = as trained (`model.context_encoding`),
     "clicks" = skeleton clicks (`encode_context_clicks`, rectangles in the box channel),
     "box" = every gesture's bounding box in the box channel (`encode_context_box`).
+    The network sees batches of `batch_size` crops (the last one padded, so it compiles once).
     """
     if gesture_encoding not in GESTURE_ENCODINGS:
         raise ValueError(
@@ -73,10 +95,10 @@ def segmenter_predictor(
     if gesture_encoding == "model":
         trained = segmenter.config.model.get("context_encoding", "gesture")
         gesture_encoding = "clicks" if trained == "clicks" else "gesture"
-    logits_fn = jax.jit(segmenter.predict_logits_fn())
     rng = np.random.default_rng(seed)
+    logits_fn = jax.jit(segmenter.predict_logits_fn())
 
-    def predict(batch: dict[str, np.ndarray]) -> np.ndarray:
+    def network(batch: dict[str, np.ndarray]) -> np.ndarray:
         if input_kind == "context":
             batch = apply_context_strategy(batch, context_strategy, rng)
             if gesture_encoding == "clicks":
@@ -84,8 +106,20 @@ def segmenter_predictor(
             elif gesture_encoding == "box":
                 batch = encode_context_box(batch)
         x = np.asarray(batch_to_input(batch, input_kind))
-        h, w = x.shape[1:3]
-        logits = logits_fn(jnp.asarray(pad_input(x, input_kind, STRIDE)))[:, :h, :w]
-        return (np.asarray(logits) > 0).astype(np.uint8)
+        n = len(x)
+        if n < batch_size:
+            x = np.concatenate([x, np.repeat(x[-1:], batch_size - n, axis=0)])
+        logits = np.asarray(logits_fn(jnp.asarray(x)))[:n]
+        if not np.isfinite(logits).all():
+            raise FloatingPointError("the segmenter produced NaN/Inf logits (corrupt weights?)")
+        return logits
+
+    def predict(samples: Sequence[dict[str, Any]]) -> list[np.ndarray]:
+        masks = []
+        for start in range(0, len(samples), batch_size):
+            batch, places = zoom_crops(samples[start : start + batch_size], segmenter.size)
+            for logits, (box, shape) in zip(network(batch), places, strict=True):
+                masks.append((prompts.paste_logits(logits, box, shape) > 0).astype(np.uint8))
+        return masks
 
     return predict

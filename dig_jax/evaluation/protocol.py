@@ -1,7 +1,8 @@
 """Fixed, deterministic evaluation sets: creation and refinement samples per gesture kind.
 
-Every record is resized to `size` x `size` (image bilinear, masks nearest) and gestures are
-simulated at that size, as in training, so the radius-5 brush means the same thing to the model.
+Every record is used at the photo's own resolution (or shrunk to `max_side` when given):
+gestures are simulated there with the 5 px brush, as a person would draw them, and every score
+is computed there, as the papers do. Predictors zoom in themselves (`dig_jax.prompts`).
 For each region: creation targets its largest part; refinement corrects the largest error
 component of one synthetic prior (the same prior for every kind, so kinds are compared on equal
 footing). Seeds derive from (seed, record index, region index, kind): same seed, same samples.
@@ -41,10 +42,20 @@ class SkipLog:
         return len(self.items)
 
 
+def load_record(record: Any, max_side: int | None = None) -> Any:
+    """`record.load()`, shrunk (aspect kept) when its long side exceeds `max_side`."""
+    from dig_jax.data.pipeline import fit_within
+
+    loaded = record.load()
+    if max_side is not None and max(loaded.shape) > max_side:
+        loaded = resize_loaded(loaded, fit_within(loaded.shape, max_side))
+    return loaded
+
+
 def evaluation_samples(
     records: Sequence[Any],
     *,
-    size: int,
+    max_side: int | None = None,
     kinds: Sequence[int] = tuple(GestureKind),
     modes: Sequence[str] = MODES,
     seed: int = 0,
@@ -62,7 +73,7 @@ def evaluation_samples(
     for index, record in enumerate(records):
         name = getattr(record, "describe", "") or f"{record.source}:{record.image_id}"
         try:
-            loaded = resize_loaded(record.load(), (size, size))
+            loaded = load_record(record, max_side)
         except (OSError, ValueError) as error:
             skipped.add(name, str(error))
             continue
@@ -106,18 +117,18 @@ def _region_samples(loaded, region, image_id, key, kinds, modes, skipped) -> Ite
             yield sample
 
 
-def batches(samples: Iterable[Sample], batch_size: int) -> Iterator[dict[str, np.ndarray]]:
-    """Stack consecutive samples into batches (the last one may be smaller)."""
+def chunks(samples: Iterable[Sample], size: int) -> Iterator[list[Sample]]:
+    """Consecutive lists of `size` samples (the last one may be shorter)."""
     chunk: list[Sample] = []
     for sample in samples:
         chunk.append(sample)
-        if len(chunk) == batch_size:
-            yield stack(chunk)
+        if len(chunk) == size:
+            yield chunk
             chunk = []
     if chunk:
-        yield stack(chunk)
+        yield chunk
 
 
 def stack(samples: Sequence[Sample]) -> dict[str, np.ndarray]:
-    """Batch dict: every key of the samples with a leading axis."""
+    """Batch dict: every key of the samples with a leading axis (samples of one shape)."""
     return {key: np.stack([np.asarray(s[key]) for s in samples]) for key in samples[0]}

@@ -11,11 +11,26 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dig_jax.data.regions import VOID
 from dig_jax.gestures.types import GestureKind
 from dig_jax.metrics import Averages, rice_scores
 
 SCORES = ("rice_local", "rice_global", "iou_local", "iou_global")
 PHASES = ("create", "refine")
+
+
+def ground_truths(sample: dict[str, Any], xp: Any = jnp) -> tuple[Any, Any]:
+    """(global GT, local GT) {0,1,255} of a sample or batch: the region and the local GT
+    (`local`) with the dataset's `void` pixels as 255. Batches without `local` (older static
+    sets) fall back to the training target, whose void also hides untargeted errors."""
+    region = xp.asarray(sample["region"]).astype(xp.uint8)
+    if "local" not in sample:
+        return region, xp.asarray(sample["target"])
+    void = xp.asarray(sample["void"]) > 0
+    local = xp.asarray(sample["local"]).astype(xp.uint8)
+    return xp.where(void, VOID, region).astype(xp.uint8), xp.where(void, VOID, local).astype(
+        xp.uint8
+    )
 
 
 def score_batch(pred: jax.Array, batch: dict[str, Any]) -> dict[str, jax.Array]:
@@ -25,11 +40,25 @@ def score_batch(pred: jax.Array, batch: dict[str, Any]) -> dict[str, jax.Array]:
     """
     has_prev = jnp.asarray(batch["has_prev"]).astype(bool)
     prev = jnp.asarray(batch["prev_mask"]) * has_prev[:, None, None].astype(jnp.uint8)
-    scores = rice_scores(pred, prev, batch["region"], batch["target"])
+    gt_global, gt_local = ground_truths(batch)
+    scores = rice_scores(pred, prev, gt_global, gt_local)
     return {
         **{k: scores[k] for k in SCORES},
         "gesture_kind": jnp.asarray(batch["gesture_kind"], jnp.int32),
         "has_prev": has_prev,
+    }
+
+
+def score_sample(pred: np.ndarray, sample: dict[str, Any]) -> dict[str, Any]:
+    """Scores of one prediction uint8[H, W] at the sample's own resolution (numpy), shaped
+    like one row of `score_batch` (arrays of length 1)."""
+    prev = sample["prev_mask"] if bool(sample["has_prev"]) else None
+    gt_global, gt_local = ground_truths(sample, np)
+    scores = rice_scores(np.asarray(pred, np.uint8), prev, gt_global, gt_local)
+    return {
+        **{k: np.asarray([scores[k]], np.float64) for k in SCORES},
+        "gesture_kind": np.asarray([sample["gesture_kind"]], np.int32),
+        "has_prev": np.asarray([bool(sample["has_prev"])]),
     }
 
 

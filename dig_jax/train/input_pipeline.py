@@ -30,6 +30,8 @@ DEVICE_KEYS = (
     "positive",
     "negative",
     "box",
+    "local",
+    "void",
 )
 
 
@@ -90,6 +92,8 @@ def synthetic_sample(seed: int, index: int, size: int) -> dict[str, Any]:
         "has_prev": np.bool_(refine),
         "image_id": np.int32(index),
         "instance_id": np.int32(0),
+        "local": region.copy(),
+        "void": np.zeros_like(region),
     }
 
 
@@ -151,6 +155,7 @@ def _dataset(config: Any, split: str, batch_size: int, process_index: int, proce
             batch_size=batch_size,
             prior_prob=data.prior_p,
             multi_region_prob=data.multi_region_p,
+            max_side=data.get("max_side", 512),
             seed=seed,
             worker_count=0,  # workers are added after the model-specific encoding below
             shard=(process_index, process_count),

@@ -99,7 +99,9 @@ def test_config_validation():
         resolve_source("imagenet")
     with pytest.raises(ValueError, match="kinds"):
         PipelineConfig(kinds=(7,))
-    assert PipelineConfig(image_size=(32, 48)).size == (32, 48)
+    assert PipelineConfig(image_size=(48, 48)).size == (48, 48)
+    with pytest.raises(ValueError, match="image_size: zoom crops are square"):
+        PipelineConfig(image_size=(32, 48))
 
 
 def test_resize_sample_keeps_void_and_recomputes_distance():
@@ -164,3 +166,44 @@ def test_value_errors_while_sampling_are_skipped_and_counted(monkeypatch):
     cfg = dict(BASE, sources=[procedural(4, 3, size=64)], batch_size=1)
     ids = [str(b["image_id"][0]) for b in make_dataset(cfg, "eval")]
     assert "procedural/4_1" not in ids and len(ids) == 2 and bad_item_count() == before + 1
+
+
+def test_training_crops_are_the_crops_predict_makes():
+    """Training and use agree: a sample's zoom crop holds exactly what `predict` feeds the
+    network for the same photo, gesture and previous mask."""
+    import ml_collections
+
+    from dig_jax.data.pipeline import zoom_sample
+    from dig_jax.data.samples import random_sample
+    from dig_jax.export import LoadedSegmenter
+    from dig_jax.train.config import base_config
+
+    config = base_config("tiny")
+    config.image_size = 64
+    seg = LoadedSegmenter(ml_collections.ConfigDict(config.to_dict()), {})
+    loaded = procedural(7, 3, size=(150, 210))[0].load()
+    seen = 0
+    for seed in range(8):
+        sample = random_sample(loaded, np.random.default_rng(seed), prior_prob=0.7)
+        prev = sample["prev_mask"] if sample["has_prev"] else None
+        crop, box, shape = seg.prepare(sample["image"], sample["gesture"], prev)
+        zoomed = zoom_sample(sample, 64)
+        for key in ("image", "gesture", "distance", "prev_mask"):
+            np.testing.assert_array_equal(zoomed[key], crop[key])
+        np.testing.assert_allclose(zoomed["zoom_box"], [box.x0, box.y0, box.side])
+        seen += bool(sample["has_prev"])
+    assert shape == (150, 210) and 0 < seen < 8  # creations and refinements both checked
+
+
+def test_training_zoom_jitters_and_flips_deterministically():
+    from dig_jax.data.pipeline import zoom_sample
+    from dig_jax.data.samples import random_sample
+
+    loaded = procedural(7, 1, size=(90, 130))[0].load()
+    sample = random_sample(loaded, np.random.default_rng(0))
+    a = zoom_sample(sample, 64, np.random.default_rng(5))
+    b = zoom_sample(sample, 64, np.random.default_rng(5))
+    for key in ("image", "gesture", "target", "zoom_box"):
+        np.testing.assert_array_equal(a[key], b[key])
+    boxes = {tuple(zoom_sample(sample, 64, np.random.default_rng(s))["zoom_box"]) for s in range(8)}
+    assert len(boxes) > 1

@@ -22,23 +22,21 @@ SIZE = 128
 @pytest.fixture(scope="module")
 def samples():
     records = procedural(1, 2, size=(SIZE, SIZE))
-    return list(evaluation_samples(records, size=SIZE, kinds=(0, 4), seed=1))
+    return list(evaluation_samples(records, kinds=(0, 4), seed=1))
 
 
-def oracle(batch):
+def oracle(samples):
     """Perfect model: returns the global ground truth."""
-    return batch["region"].astype(np.uint8)
+    return [s["region"].astype(np.uint8) for s in samples]
 
 
-def keep_previous(batch):
+def keep_previous(samples):
     """Does nothing: returns the previous mask (empty for creation)."""
-    return batch["prev_mask"] * batch["has_prev"][:, None, None].astype(np.uint8)
+    return [s["prev_mask"] * np.uint8(s["has_prev"]) for s in samples]
 
 
 def test_samples_deterministic_and_complete(samples):
-    again = list(
-        evaluation_samples(procedural(1, 2, size=(SIZE, SIZE)), size=SIZE, kinds=(0, 4), seed=1)
-    )
+    again = list(evaluation_samples(procedural(1, 2, size=(SIZE, SIZE)), kinds=(0, 4), seed=1))
     assert len(samples) == len(again) > 0
     for a, b in zip(samples, again, strict=True):
         assert np.array_equal(a["gesture"], b["gesture"]) and a["mode"] == b["mode"]
@@ -69,9 +67,7 @@ def test_bad_record_is_reported_and_skipped():
 
     skipped = SkipLog()
     records = [Broken(), *procedural(3, 1, size=(SIZE, SIZE))]
-    out = list(
-        evaluation_samples(records, size=SIZE, kinds=(0,), modes=("creation",), skipped=skipped)
-    )
+    out = list(evaluation_samples(records, kinds=(0,), modes=("creation",), skipped=skipped))
     assert out and skipped.items[0][0] == "broken.png"
 
 
@@ -93,7 +89,7 @@ def test_nog_oracle_reaches_every_threshold_at_first_gesture():
     records = procedural(5, 1, size=(SIZE, SIZE))
     from dig_jax.evaluate import nog_items
 
-    items = nog_items(records, SIZE, SkipLog())
+    items = nog_items(records, None, SkipLog())
     out = nog(oracle, items, int(GestureKind.CLICK), max_interactions=5)
     assert out["ious"].shape == (len(items), 5)
     assert (out["noc"] == 1).all() and not out["failed"].any()

@@ -1,4 +1,5 @@
-"""Batched segmenter predictors: stride padding, gesture encodings of context baselines, CLI."""
+"""Segmenter predictors: zoom-in crops at the working size, paste-back at the photo's size,
+gesture encodings of context baselines, the evaluate CLI."""
 
 from __future__ import annotations
 
@@ -11,9 +12,14 @@ import ml_collections
 import numpy as np
 import pytest
 
+from dig_jax import prompts
 from dig_jax.evaluation import segmenter_predictor
+from dig_jax.evaluation.predictors import zoom_crops
 from dig_jax.gestures import Gesture, GestureKind, box_outline_points, rasterize
-from dig_jax.models.interactive import RGB_MEAN, encode_context_box, encode_context_clicks
+from dig_jax.models.efficientnet_lite import RGB_MEAN
+from dig_jax.models.interactive import encode_context_box, encode_context_clicks
+
+SIZE = 64  # the stand-in's working size
 
 
 def recording_segmenter(input_kind: str, context_encoding: str = "gesture"):
@@ -28,41 +34,58 @@ def recording_segmenter(input_kind: str, context_encoding: str = "gesture"):
         {"model": {"input_kind": input_kind, "context_encoding": context_encoding}}
     )
     seg = types.SimpleNamespace(
-        input_kind=input_kind, config=config, predict_logits_fn=lambda: logits_fn
+        input_kind=input_kind, config=config, size=SIZE, predict_logits_fn=lambda: logits_fn
     )
     return seg, seen
 
 
-def tiny_batch(height: int = 30, width: int = 45) -> dict[str, np.ndarray]:
+def tiny_samples(height: int = 60, width: int = 90) -> list[dict[str, np.ndarray]]:
+    """A rectangle (ADD) and a click (REMOVE) on a flat photo of (height, width)."""
     rect = rasterize(
-        Gesture(GestureKind.RECTANGLE, box_outline_points(np.array([6.0, 8, 21, 19])), True),
+        Gesture(GestureKind.RECTANGLE, box_outline_points(np.array([12.0, 16, 42, 38])), True),
         (height, width),
     )
-    click = rasterize(Gesture(GestureKind.CLICK, [[30.0, 15.0]], False), (height, width))
-    return {
-        "image": np.full((2, height, width, 3), 9, np.uint8),
-        "gesture": np.stack([rect, click]),
-        "distance": np.zeros((2, height, width), np.uint8),
-        "prev_mask": np.zeros((2, height, width), np.uint8),
-        "context": np.array([1, 0], np.int32),
-        "gesture_kind": np.array([GestureKind.RECTANGLE, GestureKind.CLICK], np.int32),
-    }
+    click = rasterize(Gesture(GestureKind.CLICK, [[60.0, 30.0]], False), (height, width))
+    return [
+        {
+            "image": np.full((height, width, 3), 9, np.uint8),
+            "gesture": gesture,
+            "prev_mask": np.zeros((height, width), np.uint8),
+            "has_prev": np.bool_(False),
+            "context": np.int32(context),
+            "gesture_kind": np.int32(kind),
+        }
+        for gesture, context, kind in (
+            (rect, 1, GestureKind.RECTANGLE),
+            (click, 0, GestureKind.CLICK),
+        )
+    ]
 
 
-def test_padding_uses_mean_rgb_and_far_distance():
+def test_predictor_runs_the_zoom_crops_and_pastes_back():
     seg, seen = recording_segmenter("gesture")
-    batch = tiny_batch()
-    mask = segmenter_predictor(seg)(batch)
-    np.testing.assert_array_equal(mask, batch["gesture"])
+    samples = tiny_samples()
+    masks = segmenter_predictor(seg, batch_size=2)(samples)
     (x,) = seen
-    assert x.shape == (2, 32, 64, 6)
-    pad = x[:, 30:]
-    np.testing.assert_allclose(
-        pad[..., :3], np.broadcast_to(np.asarray(RGB_MEAN) * 255, (2, 2, 64, 3)), rtol=1e-6
-    )
-    np.testing.assert_array_equal(pad[..., 4], 1.0)
-    np.testing.assert_array_equal(x[:, :, 45:, 4], 1.0)
-    np.testing.assert_array_equal(x[:, :, 45:, 3], 0.0)
+    assert x.shape == (2, SIZE, SIZE, 6)
+    for sample, mask, crop in zip(samples, masks, x, strict=True):
+        box = prompts.zoom_box(sample["gesture"], None, SIZE)
+        expected = prompts.crop_prompt(sample["image"], sample["gesture"], None, box, SIZE)
+        np.testing.assert_array_equal(crop[..., 3], expected["gesture"])
+        np.testing.assert_allclose(crop[..., 4], expected["distance"] / 255.0, rtol=1e-6)
+        assert mask.shape == sample["gesture"].shape and mask.dtype == np.uint8
+        overlap = (mask & sample["gesture"]).sum() / max(mask.sum(), sample["gesture"].sum())
+        assert overlap > 0.8  # the pasted crop of the gesture is the gesture again
+    # the click says nothing about extent: the whole photo, letterboxed with the mean colour
+    click_box = prompts.zoom_box(samples[1]["gesture"], None, SIZE)
+    assert click_box == prompts.whole_image_box((60, 90))
+    np.testing.assert_allclose(x[1, 0, 0, :3], np.round(np.asarray(RGB_MEAN) * 255), atol=1)
+
+
+def test_short_chunks_are_padded_to_one_compiled_batch():
+    seg, seen = recording_segmenter("gesture")
+    masks = segmenter_predictor(seg, batch_size=4)(tiny_samples())
+    assert len(masks) == 2 and seen[0].shape[0] == 4
 
 
 @pytest.mark.parametrize(
@@ -76,17 +99,17 @@ def test_padding_uses_mean_rgb_and_far_distance():
 )
 def test_context_gesture_encodings(trained, encoding, expected):
     seg, seen = recording_segmenter("context", trained)
-    batch = tiny_batch()
-    segmenter_predictor(seg, gesture_encoding=encoding)(batch)
+    samples = tiny_samples()
+    segmenter_predictor(seg, gesture_encoding=encoding, batch_size=2)(samples)
     (x,) = seen
-    x = x[:, :30, :45]
+    crops, _ = zoom_crops(samples, SIZE)
     if expected == "gesture":
-        np.testing.assert_array_equal(x[0, ..., 3], batch["gesture"][0])  # ADD -> positive
-        np.testing.assert_array_equal(x[1, ..., 4], batch["gesture"][1])  # REMOVE -> negative
+        np.testing.assert_array_equal(x[0, ..., 3], crops["gesture"][0])  # ADD -> positive
+        np.testing.assert_array_equal(x[1, ..., 4], crops["gesture"][1])  # REMOVE -> negative
         assert x[..., 5].sum() == 0
         return
     encode = encode_context_box if expected == "box" else encode_context_clicks
-    encoded = encode(batch)
+    encoded = encode(crops)
     for channel, key in ((3, "positive"), (4, "negative"), (5, "box")):
         np.testing.assert_array_equal(x[..., channel], encoded[key])
     if expected == "box":
@@ -123,7 +146,7 @@ def context_checkpoint(tmp_path_factory):
     from dig_jax.export import save_segmenter
     from dig_jax.models.interactive import build_segmenter
 
-    config = ml_collections.ConfigDict({"model": TINY_CONTEXT_MODEL})
+    config = ml_collections.ConfigDict({"model": TINY_CONTEXT_MODEL, "image_size": 32})
     model = build_segmenter(config.model)
     shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros((1, 32, 32, 7))))
     rng = np.random.default_rng(0)
@@ -140,12 +163,19 @@ def context_checkpoint(tmp_path_factory):
 def test_evaluate_cli_gesture_encoding_box(context_checkpoint, tmp_path, capsys):
     from dig_jax.evaluate import main
 
-    argv = ["--checkpoint", str(context_checkpoint), "--datasets", "procedural:1", "--size", "64"]
+    argv = [
+        "--checkpoint",
+        str(context_checkpoint),
+        "--datasets",
+        "procedural:1",
+        "--max-side",
+        "64",
+    ]
     argv += ["--modes", "creation", "--batch-size", "4", "--out", str(tmp_path)]
     assert main([*argv, "--gesture-encoding", "box"]) == 0
     payload = json.loads((tmp_path / "metrics.json").read_text())
     assert payload["gesture_encoding"] == "box"
-    assert payload["samples"]["procedural:1"] > 0
+    assert payload["samples"]["procedural:1 ctx"] > 0
     with pytest.raises(SystemExit):
         main([*argv, "--gesture-encoding", "boxes"])
     assert "--gesture-encoding" in capsys.readouterr().err

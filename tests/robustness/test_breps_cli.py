@@ -49,7 +49,7 @@ def random_variables(model):
 def test_attack_cli_end_to_end(tmp_path):
     import ml_collections
 
-    config = ml_collections.ConfigDict({"model": TINY_MODEL})
+    config = ml_collections.ConfigDict({"model": TINY_MODEL, "image_size": 32})
     model = build_segmenter(config.model)
     variables = random_variables(model)
     ckpt = save_segmenter(tmp_path / "tiny" / "segmenter.digjax", variables, config)

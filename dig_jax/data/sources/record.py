@@ -145,11 +145,14 @@ class Record:
 
 
 def resize_loaded(loaded: LoadedRecord, size: tuple[int, int]) -> LoadedRecord:
-    """Resize to `size` = (H, W): image bilinear (cv2.INTER_LINEAR), masks and void nearest."""
+    """Resize to `size` = (H, W): image bilinear (cv2.INTER_LINEAR; cv2.INTER_AREA when both
+    sides shrink), masks and void nearest."""
     h, w = size
     if loaded.shape == (h, w):
         return loaded
-    image = cv2.resize(loaded.image, (w, h), interpolation=cv2.INTER_LINEAR)
+    shrink = h <= loaded.shape[0] and w <= loaded.shape[1]
+    interpolation = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
+    image = cv2.resize(loaded.image, (w, h), interpolation=interpolation)
     instances = (
         np.stack([cv2.resize(m, (w, h), interpolation=cv2.INTER_NEAREST) for m in loaded.instances])
         if len(loaded.instances)

@@ -1,0 +1,105 @@
+"""Classical peers a user could pick instead of a model, as predictors on the same samples.
+
+- `filled`: the gesture itself, holes filled, as the mask (a lasso or rectangle gives its
+  interior; clicks and scribbles give their stroke).
+- `grabcut`: OpenCV's GrabCut (`cv2.grabCut`, 5 iterations) seeded by the gesture: an outline
+  that encloses an area marks its inside (outline included) as probable foreground and the
+  outside as background; an open stroke marks its pixels as foreground and the rest as probable
+  background. Seeds GrabCut cannot start from (one class missing) fall back to `filled`.
+Both are context-free in creation. In refinement they are given the sample's true add/remove
+context (an oracle, as the context baselines' `oracle` strategy): the previous mask seeds the
+rest (probable foreground inside, probable background outside), the gesture's area is added or
+removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import cv2
+import numpy as np
+from scipy import ndimage
+
+from dig_jax import prompts
+from dig_jax.evaluation.predictors import Predictor
+from dig_jax.gestures.types import Context
+
+PEERS = ("grabcut", "filled")
+GRABCUT_ITERATIONS = 5
+
+
+def filled_gesture(gesture_map: np.ndarray) -> np.ndarray:
+    """bool[H, W]: the marked pixels with every enclosed hole filled."""
+    return ndimage.binary_fill_holes(np.asarray(gesture_map) > 0)
+
+
+def filled_mask(
+    gesture_map: np.ndarray, prev_mask: np.ndarray | None, context: int = Context.ADD
+) -> np.ndarray:
+    """uint8[H, W]: the filled gesture (creation), added to / removed from `prev_mask`."""
+    area = filled_gesture(gesture_map)
+    if prev_mask is None:
+        return area.astype(np.uint8)
+    prev = np.asarray(prev_mask) > 0
+    out = (prev | area) if int(context) == Context.ADD else (prev & ~area)
+    return out.astype(np.uint8)
+
+
+def grabcut_seeds(
+    gesture_map: np.ndarray, prev_mask: np.ndarray | None, context: int = Context.ADD
+) -> np.ndarray:
+    """uint8[H, W] GrabCut label map (cv2.GC_BGD / GC_FGD / GC_PR_BGD / GC_PR_FGD)."""
+    gesture = np.asarray(gesture_map) > 0
+    closed = prompts.encloses_area(gesture)
+    area = filled_gesture(gesture) if closed else gesture
+    add = int(context) == Context.ADD
+    if prev_mask is None:
+        if closed:
+            return np.where(area, cv2.GC_PR_FGD, cv2.GC_BGD).astype(np.uint8)
+        return np.where(area, cv2.GC_FGD, cv2.GC_PR_BGD).astype(np.uint8)
+    seeds = np.where(np.asarray(prev_mask) > 0, cv2.GC_PR_FGD, cv2.GC_PR_BGD).astype(np.uint8)
+    if closed:
+        seeds[area] = cv2.GC_PR_FGD if add else cv2.GC_PR_BGD
+    else:
+        seeds[area] = cv2.GC_FGD if add else cv2.GC_BGD
+    return seeds
+
+
+def grabcut_mask(
+    image: np.ndarray,
+    gesture_map: np.ndarray,
+    prev_mask: np.ndarray | None = None,
+    context: int = Context.ADD,
+    iterations: int = GRABCUT_ITERATIONS,
+) -> np.ndarray:
+    """uint8[H, W]: OpenCV GrabCut seeded by the gesture (see the module docstring)."""
+    seeds = grabcut_seeds(gesture_map, prev_mask, context)
+    foreground = np.isin(seeds, (cv2.GC_FGD, cv2.GC_PR_FGD))
+    if foreground.all() or not foreground.any():
+        return filled_mask(gesture_map, prev_mask, context)
+    bgd, fgd = np.zeros((1, 65), np.float64), np.zeros((1, 65), np.float64)
+    bgr = np.ascontiguousarray(np.asarray(image, np.uint8)[..., ::-1])
+    try:
+        cv2.grabCut(bgr, seeds, None, bgd, fgd, iterations, cv2.GC_INIT_WITH_MASK)
+    except cv2.error:  # e.g. too few pixels of one class to fit its colour model
+        return filled_mask(gesture_map, prev_mask, context)
+    return np.isin(seeds, (cv2.GC_FGD, cv2.GC_PR_FGD)).astype(np.uint8)
+
+
+def peer_predictor(name: str) -> Predictor:
+    """Predictor of a classical peer: "grabcut" or "filled" (see the module docstring)."""
+    if name not in PEERS:
+        raise ValueError(f"peer must be one of {PEERS}, got {name!r}")
+
+    def predict(samples: Sequence[dict[str, Any]]) -> list[np.ndarray]:
+        out = []
+        for s in samples:
+            prev = s["prev_mask"] if bool(s["has_prev"]) else None
+            if name == "filled":
+                out.append(filled_mask(s["gesture"], prev, int(s["context"])))
+            else:
+                out.append(grabcut_mask(s["image"], s["gesture"], prev, int(s["context"])))
+        return out
+
+    return predict

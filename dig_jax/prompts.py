@@ -1,0 +1,282 @@
+"""One place that turns a prompt on a photo of any size into model input, and the model's logits
+back into a full-size mask: RITM's zoom-in, made context- and gesture-kind-free.
+
+A segmenter runs at one working resolution S (its `image_size`). For every prompt a square
+`ZoomBox` in image pixels is chosen from the prompt's geometry alone (`zoom_box`):
+- with a previous mask: the box of previous mask ∪ gesture, expanded ×`EXPAND` (RITM: 1.4);
+- a creation gesture that encloses an area (lasso, rectangle): its box expanded ×`EXPAND`;
+- an open stroke (scribble): its box expanded ×`EXPAND_OPEN`, since the object reaches past it;
+- a creation click (a dot: it says nothing about extent): the whole image.
+Boxes are at least `MIN_SIDE_FRACTION`·S px (at most that much upscaling) and at most the
+image's long side; parts outside the image are padded (`PAD_RGB`, no gesture, no mask).
+`crop_prompt` warps image / gesture / previous mask into the S×S crop (the distance map is
+computed there), `crop_sample` does the same to a training sample (targets: void outside the
+image), and `paste_logits` maps S×S logits back onto the photo (background outside the box).
+Training samples go through the same boxes (`jitter_box` adds scale/shift noise), so training
+and use agree. Used by training, `predict`, evaluation, attacks and the demo.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import cv2
+import numpy as np
+from scipy import ndimage
+
+from dig_jax.data.regions import VOID
+from dig_jax.gestures.types import BRUSH_RADIUS
+
+EXPAND = 1.4
+EXPAND_OPEN = 2.5
+MIN_SIDE_FRACTION = 0.5
+DOT_EXTENT = 4 * BRUSH_RADIUS  # px: a creation gesture no wider or taller than this is a click
+CLOSED_FILL_RATIO = 1.3  # filled / stroke area above which a gesture encloses a region
+PAD_RGB = (124, 116, 104)  # the ImageNet mean colour: zero after the models' normalisation
+OUTSIDE_LOGIT = -20.0  # logit pasted outside the zoom box (background)
+GESTURE_COVERAGE = 0.2  # a crop pixel is marked when the stroke covers this much of it
+
+
+@dataclasses.dataclass(frozen=True)
+class ZoomBox:
+    """A square region of the photo in continuous pixel-edge coordinates: columns
+    [x0, x0 + side), rows [y0, y0 + side); it may extend past the image (padding)."""
+
+    x0: float
+    y0: float
+    side: float
+
+    def scale(self, size: int) -> float:
+        """Crop pixels per image pixel at working size `size`."""
+        return size / self.side
+
+    def matrix(self, size: int) -> np.ndarray:
+        """f64[2, 3] affine map from image pixel centres (x, y) to crop pixel centres (u, v)."""
+        s = self.scale(size)
+        return np.array([[s, 0.0, (0.5 - self.x0) * s - 0.5], [0.0, s, (0.5 - self.y0) * s - 0.5]])
+
+
+def _binary(mask: Any, name: str, shape: tuple[int, int]) -> np.ndarray:
+    """bool[H, W] from a bool / integer / float map (nonzero = marked); ValueError naming
+    `name` on a wrong shape or NaN."""
+    mask = np.asarray(mask)
+    if mask.shape != shape:
+        raise ValueError(f"{name} must have the image's shape {shape}, got {mask.shape}")
+    if mask.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be a bool or numeric map, got dtype {mask.dtype}")
+    if mask.dtype.kind == "f" and not np.isfinite(mask).all():
+        raise ValueError(f"{name} holds NaN or Inf values")
+    return mask > 0
+
+
+def check_prompt(
+    image: Any, gesture_map: Any, prev_mask: Any = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Validated prompt: (image uint8[H, W, 3], gesture bool[H, W], prev bool[H, W] or None).
+
+    image: RGB uint8 [H, W, 3] (gray [H, W] is repeated, an alpha channel dropped); other
+    dtypes are refused, since their range is ambiguous. Maps: nonzero = marked, so bool,
+    {0, 1} and {0, 255} masks all read as binary. Python lists are accepted everywhere.
+    """
+    image = np.asarray(image)
+    if image.dtype != np.uint8:
+        raise ValueError(
+            f"image must be uint8 RGB in 0..255, got dtype {image.dtype} "
+            "(for floats in [0, 1]: (image * 255).round().astype(np.uint8))"
+        )
+    if image.ndim == 2:
+        image = np.repeat(image[..., None], 3, axis=-1)
+    if image.ndim != 3 or image.shape[2] not in (3, 4):
+        raise ValueError(f"image must be uint8[H, W, 3], got shape {image.shape}")
+    if min(image.shape[:2]) < 1:
+        raise ValueError(f"image is empty, shape {image.shape}")
+    image = image[..., :3]
+    shape = image.shape[:2]
+    gesture = _binary(gesture_map, "gesture_map", shape)
+    prev = None if prev_mask is None else _binary(prev_mask, "prev_mask", shape)
+    return image, gesture, prev
+
+
+def _bounds(mask: np.ndarray) -> tuple[float, float, float, float] | None:
+    """(x1, y1, x2, y2) pixel-edge box of the nonzero pixels, or None when there are none."""
+    rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
+    if rows.size == 0:
+        return None
+    return float(cols[0]), float(rows[0]), float(cols[-1] + 1), float(rows[-1] + 1)
+
+
+def encloses_area(gesture_map: np.ndarray) -> bool:
+    """True when the marked pixels enclose an area (a lasso or rectangle outline): filling the
+    holes multiplies the marked area by more than `CLOSED_FILL_RATIO`."""
+    bounds = _bounds(gesture_map)
+    if bounds is None:
+        return False
+    x1, y1, x2, y2 = (int(v) for v in bounds)
+    marked = gesture_map[y1:y2, x1:x2] > 0
+    return ndimage.binary_fill_holes(marked).sum() > CLOSED_FILL_RATIO * marked.sum()
+
+
+def whole_image_box(shape: tuple[int, int]) -> ZoomBox:
+    """The square that letterboxes the whole image (centred on it)."""
+    h, w = shape
+    side = float(max(h, w))
+    return ZoomBox((w - side) / 2, (h - side) / 2, side)
+
+
+def fit_box(cx: float, cy: float, side: float, shape: tuple[int, int], size: int) -> ZoomBox:
+    """A square of `side` centred at (cx, cy), clamped to [`MIN_SIDE_FRACTION`·size, long
+    side] and moved inside the image where it fits (centred on an axis where it does not)."""
+    h, w = shape
+    side = float(np.clip(side, min(MIN_SIDE_FRACTION * size, max(h, w)), max(h, w)))
+
+    def place(centre: float, extent: int) -> float:
+        if side >= extent:
+            return (extent - side) / 2
+        return float(np.clip(centre - side / 2, 0.0, extent - side))
+
+    return ZoomBox(place(cx, w), place(cy, h), side)
+
+
+def zoom_box(gesture_map: Any, prev_mask: Any, size: int) -> ZoomBox:
+    """The zoom box for a prompt (see the module docstring). `gesture_map` {0,1}[H, W] (may
+    be empty: the whole image), `prev_mask` {0,1}[H, W] or None; `size` = working size S."""
+    gesture_map = np.asarray(gesture_map) > 0
+    shape = gesture_map.shape
+    prev = None if prev_mask is None else np.asarray(prev_mask) > 0
+    has_prev = prev is not None and bool(prev.any())
+    bounds = _bounds(gesture_map | prev if has_prev else gesture_map)
+    if bounds is None:
+        return whole_image_box(shape)
+    x1, y1, x2, y2 = bounds
+    extent = max(x2 - x1, y2 - y1)
+    if has_prev:
+        expand = EXPAND
+    elif extent <= DOT_EXTENT:
+        return whole_image_box(shape)
+    else:
+        expand = EXPAND if encloses_area(gesture_map) else EXPAND_OPEN
+    return fit_box((x1 + x2) / 2, (y1 + y2) / 2, extent * expand, shape, size)
+
+
+def jitter_box(
+    box: ZoomBox,
+    shape: tuple[int, int],
+    size: int,
+    rng: np.random.Generator,
+    scale: tuple[float, float] = (0.85, 1.3),
+    shift: float = 0.1,
+) -> ZoomBox:
+    """Training noise: the box scaled by U(scale) and its centre moved by U(±shift)·side."""
+    side = box.side * rng.uniform(*scale)
+    cx, cy = box.x0 + box.side / 2, box.y0 + box.side / 2
+    dx, dy = rng.uniform(-shift, shift, 2) * box.side
+    return fit_box(cx + dx, cy + dy, side, shape, size)
+
+
+def warp(array: np.ndarray, box: ZoomBox, size: int, *, nearest: bool = False, fill=0) -> Any:
+    """`array` [H, W] or [H, W, C] resampled into the S×S crop of `box` (outside: `fill`).
+
+    Shrinking averages the covered pixels (cv2.INTER_AREA on the part of the image inside the
+    box, then a bilinear warp for the sub-pixel rest); enlarging is bilinear; `nearest` keeps
+    label values exact (void 255). Float arrays stay float, uint8 stay uint8.
+    """
+    scale = box.scale(size)
+    matrix = box.matrix(size)
+    flags = cv2.INTER_NEAREST if nearest else cv2.INTER_LINEAR
+    if scale < 0.5 and not nearest:
+        h, w = array.shape[:2]
+        x1, y1 = max(int(np.floor(box.x0)) - 1, 0), max(int(np.floor(box.y0)) - 1, 0)
+        x2 = min(int(np.ceil(box.x0 + box.side)) + 1, w)
+        y2 = min(int(np.ceil(box.y0 + box.side)) + 1, h)
+        if x2 > x1 and y2 > y1:
+            part = array[y1:y2, x1:x2]
+            small_w = max(1, round((x2 - x1) * scale))
+            small_h = max(1, round((y2 - y1) * scale))
+            small = cv2.resize(part, (small_w, small_h), interpolation=cv2.INTER_AREA)
+            sx, sy = small_w / (x2 - x1), small_h / (y2 - y1)
+            # small pixel centre u' <- image x = x1 + (u' + 0.5) / sx - 0.5 -> crop u.
+            matrix = matrix @ np.array(
+                [[1 / sx, 0.0, x1 + 0.5 / sx - 0.5], [0.0, 1 / sy, y1 + 0.5 / sy - 0.5], [0, 0, 1]]
+            )
+            array = small
+    channels = array.shape[2] if array.ndim == 3 else 1
+    border = tuple([fill] * channels) if np.isscalar(fill) else tuple(fill)
+    out = cv2.warpAffine(
+        np.ascontiguousarray(array), matrix, (size, size), flags=flags,
+        borderMode=cv2.BORDER_CONSTANT, borderValue=border,
+    )  # fmt: skip
+    return out
+
+
+def _distance_uint8(gesture: np.ndarray) -> np.ndarray:
+    from dig_jax.gestures import distance_map
+
+    return np.rint(distance_map(gesture) * 255.0).astype(np.uint8)
+
+
+def crop_gesture(gesture_map: np.ndarray, box: ZoomBox, size: int) -> np.ndarray:
+    """uint8[S, S] {0,1}: crop pixels covered at least `GESTURE_COVERAGE` by the stroke."""
+    covered = warp(np.asarray(gesture_map, np.float32), box, size)
+    return (covered >= GESTURE_COVERAGE).astype(np.uint8)
+
+
+def crop_mask(mask: np.ndarray, box: ZoomBox, size: int) -> np.ndarray:
+    """uint8[S, S] {0,1}: a {0,1} mask resampled into the crop (area-weighted, ≥ 0.5)."""
+    return (warp(np.asarray(mask, np.float32), box, size) >= 0.5).astype(np.uint8)
+
+
+def crop_prompt(
+    image: np.ndarray,
+    gesture_map: np.ndarray,
+    prev_mask: np.ndarray | None,
+    box: ZoomBox,
+    size: int,
+) -> dict[str, np.ndarray]:
+    """Model-side arrays of one prompt in the S×S crop: image uint8[S, S, 3] (padded with
+    `PAD_RGB`), gesture uint8 {0,1}, distance uint8 (EDT in crop px, truncated at 255),
+    prev_mask uint8 {0,1} (zeros when None)."""
+    gesture = crop_gesture(gesture_map, box, size)
+    prev = (
+        np.zeros((size, size), np.uint8) if prev_mask is None else crop_mask(prev_mask, box, size)
+    )
+    return {
+        "image": warp(np.asarray(image, np.uint8), box, size, fill=PAD_RGB),
+        "gesture": gesture,
+        "distance": _distance_uint8(gesture),
+        "prev_mask": prev,
+    }
+
+
+def crop_labels(labels: np.ndarray, box: ZoomBox, size: int, outside: int) -> np.ndarray:
+    """uint8[S, S]: a label map ({0,1,255}) resampled by nearest neighbour; `outside` beyond
+    the image (VOID for training targets)."""
+    return warp(np.asarray(labels, np.uint8), box, size, nearest=True, fill=outside)
+
+
+def crop_sample(sample: dict[str, Any], box: ZoomBox, size: int) -> dict[str, Any]:
+    """A Sample (full-size arrays) in the S×S crop of `box`: the prompt by `crop_prompt`, the
+    targets by nearest neighbour (void outside the image for `target` — and 1 in `void` —,
+    0 for `region` and `local`). Scalars and ids are kept; `zoom_box` f32[3] = (x0, y0, side)
+    is added."""
+    out = dict(sample)
+    prev = sample["prev_mask"] if bool(sample.get("has_prev", True)) else None
+    out.update(crop_prompt(sample["image"], sample["gesture"], prev, box, size))
+    out["target"] = crop_labels(sample["target"], box, size, VOID)
+    for key, outside in (("region", 0), ("local", 0), ("void", 1)):
+        if key in sample:
+            out[key] = crop_labels(sample[key], box, size, outside)
+    out["zoom_box"] = np.array([box.x0, box.y0, box.side], np.float32)
+    return out
+
+
+def paste_logits(logits: np.ndarray, box: ZoomBox, shape: tuple[int, int]) -> np.ndarray:
+    """f32[H, W] logits on the photo from the S×S crop logits (bilinear; `OUTSIDE_LOGIT`
+    outside the box)."""
+    size = logits.shape[0]
+    h, w = shape
+    return cv2.warpAffine(
+        np.asarray(logits, np.float32), box.matrix(size), (w, h),
+        flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+        borderMode=cv2.BORDER_CONSTANT, borderValue=OUTSIDE_LOGIT,
+    )  # fmt: skip

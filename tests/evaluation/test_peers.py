@@ -1,0 +1,80 @@
+"""Classical peers: the filled gesture and OpenCV GrabCut seeded by the gesture."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dig_jax.evaluation import PEERS, peer_predictor
+from dig_jax.evaluation.peers import filled_mask, grabcut_mask, grabcut_seeds
+from dig_jax.gestures import Gesture, GestureKind, box_outline_points, rasterize
+from dig_jax.gestures.types import Context
+from dig_jax.metrics import iou
+
+SHAPE = (120, 160)
+
+
+def scene(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A red disc on a noisy blue-green background, and its mask."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[: SHAPE[0], : SHAPE[1]]
+    mask = ((xx - 80) ** 2 + (yy - 60) ** 2 <= 30**2).astype(np.uint8)
+    image = rng.normal([40, 140, 120], 20, (*SHAPE, 3))
+    image[mask > 0] = rng.normal([210, 40, 40], 20, (int(mask.sum()), 3))
+    return np.clip(image, 0, 255).astype(np.uint8), mask
+
+
+def rectangle(box) -> np.ndarray:
+    points = box_outline_points(np.asarray(box, float))
+    return rasterize(Gesture(GestureKind.RECTANGLE, points, True), SHAPE)
+
+
+def test_filled_gesture_is_the_interior_and_respects_the_context():
+    rect = rectangle([40, 20, 120, 100])
+    filled = filled_mask(rect, None)
+    assert filled[60, 80] == 1 and filled[5, 5] == 0 and filled.sum() > rect.sum()
+    prev = np.zeros(SHAPE, np.uint8)
+    prev[:, :50] = 1
+    added = filled_mask(rect, prev, Context.ADD)
+    removed = filled_mask(rect, prev, Context.REMOVE)
+    assert added[60, 80] == 1 and added[5, 5] == 1
+    assert removed[60, 45] == 0 and removed[5, 5] == 1
+
+
+def test_grabcut_seeds():
+    import cv2
+
+    rect = rectangle([40, 20, 120, 100])
+    seeds = grabcut_seeds(rect, None)
+    assert seeds[60, 80] == cv2.GC_PR_FGD and seeds[5, 5] == cv2.GC_BGD
+    stroke = rasterize(Gesture(GestureKind.SCRIBBLE, [[70.0, 60], [90, 60]], False), SHAPE)
+    seeds = grabcut_seeds(stroke, None)
+    assert seeds[60, 80] == cv2.GC_FGD and seeds[5, 5] == cv2.GC_PR_BGD
+    prev = np.zeros(SHAPE, np.uint8)
+    prev[:, :50] = 1
+    seeds = grabcut_seeds(stroke, prev, Context.REMOVE)
+    assert seeds[60, 80] == cv2.GC_BGD and seeds[5, 5] == cv2.GC_PR_FGD
+
+
+def test_grabcut_finds_an_object_with_a_clear_colour():
+    image, mask = scene()
+    rect = rectangle([40, 20, 120, 100])
+    assert iou(grabcut_mask(image, rect), mask) > 0.9
+    stroke = rasterize(Gesture(GestureKind.SCRIBBLE, [[70.0, 55], [95, 65]], False), SHAPE)
+    assert iou(grabcut_mask(image, stroke), mask) > 0.8
+    everything = np.ones(SHAPE, np.uint8)  # no background seed: falls back to the filled gesture
+    np.testing.assert_array_equal(grabcut_mask(image, everything), everything)
+
+
+def test_peer_predictors_on_samples():
+    image, _ = scene(1)
+    rect = rectangle([40, 20, 120, 100])
+    sample = {
+        "image": image, "gesture": rect, "prev_mask": np.zeros(SHAPE, np.uint8),
+        "has_prev": np.bool_(False), "context": np.int32(1),
+    }  # fmt: skip
+    for name in PEERS:
+        (pred,) = peer_predictor(name)([sample])
+        assert pred.shape == SHAPE and pred.dtype == np.uint8
+    with pytest.raises(ValueError, match="peer must be one of"):
+        peer_predictor("sam")

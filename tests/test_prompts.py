@@ -1,0 +1,157 @@
+"""The zoom-in shared by training, predict, evaluation and the demo (`dig_jax.prompts`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dig_jax import prompts
+from dig_jax.data.regions import VOID
+from dig_jax.gestures import Gesture, GestureKind, box_outline_points, rasterize
+from dig_jax.metrics import iou
+
+SIZE = 64
+
+
+def disc(shape, cx, cy, r) -> np.ndarray:
+    yy, xx = np.mgrid[: shape[0], : shape[1]]
+    return ((xx - cx) ** 2 + (yy - cy) ** 2 <= r**2).astype(np.uint8)
+
+
+def outline(box, shape) -> np.ndarray:
+    gesture = Gesture(GestureKind.RECTANGLE, box_outline_points(np.asarray(box, float)), True)
+    return rasterize(gesture, shape)
+
+
+def test_a_click_sees_the_whole_image_letterboxed():
+    click = rasterize(Gesture(GestureKind.CLICK, [[30.0, 40.0]], False), (120, 200))
+    box = prompts.zoom_box(click, None, SIZE)
+    assert box == prompts.whole_image_box((120, 200)) == prompts.ZoomBox(0.0, -40.0, 200.0)
+    assert prompts.zoom_box(np.zeros((120, 200)), None, SIZE) == box  # no gesture: the same
+
+
+def test_closed_outlines_expand_1_4_and_open_strokes_2_5():
+    shape = (400, 600)
+    rect = outline([200, 100, 300, 180], shape)  # 100 x 80 box, outline 5 px wide
+    box = prompts.zoom_box(rect, None, SIZE)
+    cols = np.flatnonzero(rect.any(0))
+    extent = cols[-1] + 1 - cols[0]  # the marked pixels' width (wider than tall)
+    assert extent == 110  # the 5 px brush reaches past the box edges
+    assert box.side == pytest.approx(prompts.EXPAND * extent)
+    assert box.x0 + box.side / 2 == pytest.approx(250) and box.y0 + box.side / 2 == pytest.approx(
+        140
+    )
+    stroke = rasterize(Gesture(GestureKind.SCRIBBLE, [[200.0, 150], [300, 150]], False), shape)
+    open_box = prompts.zoom_box(stroke, None, SIZE)
+    assert open_box.side == pytest.approx(prompts.EXPAND_OPEN * 111)
+    assert prompts.encloses_area(rect) and not prompts.encloses_area(stroke)
+
+
+def test_previous_mask_joins_the_box_and_limits_hold():
+    shape = (300, 300)
+    prev = np.zeros(shape, np.uint8)
+    prev[100:140, 100:160] = 1
+    click = rasterize(Gesture(GestureKind.CLICK, [[200.0, 120.0]], False), shape)
+    box = prompts.zoom_box(click, prev, SIZE)
+    assert box.side == pytest.approx(prompts.EXPAND * (206 - 100))
+    assert box.x0 <= 100 and box.x0 + box.side >= 206
+    tiny = np.zeros(shape, np.uint8)
+    tiny[150:160, 150:152] = 1
+    assert prompts.zoom_box(click, tiny, SIZE).side >= prompts.MIN_SIDE_FRACTION * SIZE
+    huge = outline([-10, -10, 310, 310], shape)
+    assert prompts.zoom_box(huge, None, SIZE) == prompts.ZoomBox(0.0, 0.0, 300.0)
+
+
+@given(
+    h=st.integers(20, 300),
+    w=st.integers(20, 300),
+    cx=st.floats(0, 1),
+    cy=st.floats(0, 1),
+    side=st.floats(1, 500),
+)
+def test_fit_box_stays_inside_where_it_fits(h, w, cx, cy, side):
+    box = prompts.fit_box(cx * w, cy * h, side, (h, w), SIZE)
+    assert min(prompts.MIN_SIDE_FRACTION * SIZE, max(h, w)) - 1e-9 <= box.side <= max(h, w)
+    for start, extent in ((box.x0, w), (box.y0, h)):
+        if box.side <= extent:
+            assert -1e-9 <= start and start + box.side <= extent + 1e-9
+        else:  # centred, padded on both sides
+            assert start == pytest.approx((extent - box.side) / 2)
+
+
+@pytest.mark.parametrize("shape", [(480, 640), (321, 481), (1500, 2000), (90, 40)])
+def test_crop_and_paste_back_round_trip(shape):
+    h, w = shape
+    mask = disc(shape, w * 0.45, h * 0.4, min(h, w) * 0.25)
+    rect = outline(
+        [w * 0.45 - min(h, w) * 0.3, h * 0.4 - min(h, w) * 0.3,
+         w * 0.45 + min(h, w) * 0.3, h * 0.4 + min(h, w) * 0.3], shape,
+    )  # fmt: skip
+    for box in (prompts.zoom_box(rect, None, SIZE), prompts.whole_image_box(shape)):
+        crop = prompts.crop_mask(mask, box, SIZE)
+        logits = np.where(crop > 0, 4.0, -4.0).astype(np.float32)
+        back = prompts.paste_logits(logits, box, shape)
+        assert back.shape == shape
+        # one crop pixel covers side / SIZE image pixels: the round trip loses about that much
+        assert iou((back > 0).astype(np.uint8), mask) > 1 - 4 * (box.side / SIZE) / (
+            min(h, w) * 0.25
+        )
+
+
+def test_crop_prompt_pads_outside_the_image_and_measures_distance_in_the_crop():
+    image = np.full((40, 100, 3), 200, np.uint8)
+    click = rasterize(Gesture(GestureKind.CLICK, [[50.0, 20.0]], False), (40, 100))
+    box = prompts.zoom_box(click, None, SIZE)  # whole image: 30 px of padding above and below
+    crop = prompts.crop_prompt(image, click, None, box, SIZE)
+    assert crop["image"].shape == (SIZE, SIZE, 3) and crop["image"].dtype == np.uint8
+    np.testing.assert_array_equal(crop["image"][0, 0], prompts.PAD_RGB)
+    np.testing.assert_array_equal(crop["image"][SIZE // 2, SIZE // 2], 200)
+    assert crop["gesture"].sum() > 0 and crop["prev_mask"].sum() == 0
+    assert crop["distance"][crop["gesture"] > 0].max() == 0
+    far = np.unravel_index(np.argmax(crop["distance"]), crop["distance"].shape)
+    radius = 5 * SIZE / 100  # the brush in crop pixels
+    expected = np.hypot(*np.subtract(far, (32, 32))) - radius
+    assert crop["distance"].max() == pytest.approx(expected, abs=1.5)
+
+
+def test_crop_sample_voids_what_lies_outside_the_image():
+    shape = (40, 100)
+    region = disc(shape, 50, 20, 12)
+    sample = {
+        "image": np.zeros((*shape, 3), np.uint8),
+        "gesture": rasterize(Gesture(GestureKind.CLICK, [[50.0, 20.0]], False), shape),
+        "prev_mask": np.zeros(shape, np.uint8),
+        "has_prev": np.bool_(False),
+        "target": region.copy(),
+        "region": region,
+        "local": region,
+        "void": np.zeros(shape, np.uint8),
+        "gesture_kind": np.int32(0),
+    }
+    out = prompts.crop_sample(sample, prompts.whole_image_box(shape), SIZE)
+    assert out["target"][0, 0] == VOID and out["void"][0, 0] == 1 and out["region"][0, 0] == 0
+    assert out["target"][SIZE // 2, SIZE // 2] == 1 and out["void"][SIZE // 2, SIZE // 2] == 0
+    np.testing.assert_allclose(out["zoom_box"], [0, -30, 100])
+    assert out["gesture_kind"] == 0
+
+
+def test_check_prompt_reads_users_conventions_and_refuses_the_ambiguous():
+    image = np.zeros((10, 12, 3), np.uint8)
+    g255 = np.zeros((10, 12), np.uint8)
+    g255[3:5, 3:5] = 255
+    _, gesture, prev = prompts.check_prompt(image, g255, g255 > 0)
+    assert gesture.dtype == bool and gesture.sum() == 4 and prev.sum() == 4
+    rgb, _, _ = prompts.check_prompt(np.zeros((10, 12), np.uint8), g255.tolist())
+    assert rgb.shape == (10, 12, 3)
+    rgba, _, _ = prompts.check_prompt(np.zeros((10, 12, 4), np.uint8), g255)
+    assert rgba.shape == (10, 12, 3)
+    with pytest.raises(ValueError, match="image must be uint8 RGB"):
+        prompts.check_prompt(image.astype(np.uint16), g255)
+    with pytest.raises(ValueError, match="gesture_map must have the image's shape"):
+        prompts.check_prompt(image, g255[:-1])
+    with pytest.raises(ValueError, match="prev_mask holds NaN"):
+        prompts.check_prompt(image, g255, np.full((10, 12), np.nan))
+    with pytest.raises(ValueError, match="image must be uint8\\[H, W, 3\\]"):
+        prompts.check_prompt(np.zeros((10, 12, 2), np.uint8), g255)
