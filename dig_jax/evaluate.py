@@ -10,7 +10,8 @@
 A dataset is a source spec of `dig_jax.data.pipeline.resolve_source` (grabcut, berkeley,
 coco_mval, procedural:N, folder:PATH, ...) with an optional held-out split suffix as in the
 training configs (`coco_mval%val` = every 10th record) and an optional slice, e.g. `grabcut[0:10]`.
-Writes `<out>/metrics.json` and `<out>/tables.md`; prints the tables.
+Writes `<out>/metrics.json` and `<out>/tables.md` (and with `--gallery N` a picture per dataset:
+N photos x gesture kinds x predictors); prints the tables.
 """
 
 from __future__ import annotations
@@ -115,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--nog-kinds", default="", help="e.g. click,scribble: run NoG for these")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--gallery", type=int, default=0, help="draw N photos x kinds per predictor (PNG)"
+    )
     parser.add_argument("--out", default="results/eval")
     args = parser.parse_args(argv)
     names = predictor_names(args)
@@ -143,6 +147,11 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         items = nog_items(records, args.max_side, skipped) if nog_kinds else []
+        if args.gallery > 0 and samples:
+            from dig_jax.evaluation.gallery import save_prediction_gallery
+
+            figure = Path(args.out) / f"gallery_{re.sub(r'[^A-Za-z0-9_.-]', '_', spec)}.png"
+            save_prediction_gallery(samples, dict(predictors), figure, photos=args.gallery)
         for label, predict in predictors:
             key = f"{spec} {label}"
             results[key], counts[key] = evaluate_samples(

@@ -92,7 +92,7 @@ class PipelineConfig:
     shard: tuple[int, int] | None = None
     num_epochs: int | None = None
     kinds: tuple[int, ...] = tuple(int(k) for k in ALL_KINDS)
-    max_side: int | None = 512
+    max_side: int | None = 640
 
     def __post_init__(self) -> None:
         for name in ("prior_prob", "multi_region_prob"):

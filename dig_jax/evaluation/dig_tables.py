@@ -10,7 +10,29 @@ from tqdm import tqdm
 
 from dig_jax.evaluation.predictors import Predictor
 from dig_jax.evaluation.protocol import chunks
-from dig_jax.evaluation.scores import score_sample, summarize_scores
+from dig_jax.evaluation.scores import score_sample, summarize_state
+from dig_jax.metrics import Averages
+
+
+def score_samples(
+    predict: Predictor,
+    samples: Iterable[dict[str, Any]],
+    *,
+    batch_size: int = 8,
+    total: int | None = None,
+    desc: str = "evaluate",
+    progress: bool = True,
+) -> Averages:
+    """Mergeable means named `<score>/<kind>/<create|refine|multi>` (and `/all/`) of the
+    predictions on `samples`: rice_local, rice_global, iou_local, iou_global, each at the
+    sample's own resolution; `predict` gets `batch_size` samples at a time."""
+    rows = []
+    with tqdm(total=total, desc=desc, unit="sample", leave=False, disable=not progress) as bar:
+        for chunk in chunks(samples, batch_size):
+            preds = predict(chunk)
+            rows.extend(score_sample(p, s) for p, s in zip(preds, chunk, strict=True))
+            bar.update(len(chunk))
+    return summarize_state(rows)
 
 
 def evaluate_samples(
@@ -21,17 +43,11 @@ def evaluate_samples(
     total: int | None = None,
     desc: str = "evaluate",
 ) -> tuple[dict[str, float], int]:
-    """Means named `<score>/<kind>/<create|refine>` (and `/all/`) over the samples, and the
-    number of samples scored. Scores: rice_local, rice_global, iou_local, iou_global, each at
-    the sample's own resolution; `predict` gets `batch_size` samples at a time."""
-    scored, count = [], 0
-    with tqdm(total=total, desc=desc, unit="sample", leave=False) as bar:
-        for chunk in chunks(samples, batch_size):
-            preds = predict(chunk)
-            scored.extend(score_sample(p, s) for p, s in zip(preds, chunk, strict=True))
-            count += len(chunk)
-            bar.update(len(chunk))
-    return summarize_scores(scored), count
+    """(means of `score_samples`, number of samples scored)."""
+    state = score_samples(predict, samples, batch_size=batch_size, total=total, desc=desc)
+    counts = state.counts()
+    count = sum(v for k, v in counts.items() if k.startswith("iou_global/all/"))
+    return state.compute(), count
 
 
 def kind_table(

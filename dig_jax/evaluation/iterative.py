@@ -1,11 +1,13 @@
-"""Iterative protocol: NoG/NoC — gestures until the mask reaches an IoU threshold.
+"""Iterative protocol: NoG/NoC — gestures until the mask reaches an IoU threshold (DIG Table 7).
 
-Interaction 1 is a creation gesture on the region's largest part. Each later interaction aims a
-gesture of the same kind at the largest error component of the current mask (missing pixels:
-ADD, extra pixels: REMOVE), with the current mask as the previous mask. The IoU against the
-whole region (void ignored) is recorded after each interaction, `max_interactions` in all;
-NoG@t is the first interaction reaching IoU >= t (else the maximum), NoF the failures.
-Instances are processed as a batch: one model call per interaction for the whole batch.
+From scratch, interaction 1 is a creation gesture on the region's largest part; from a prior
+(`start` masks, e.g. a synthetic previous segmentation), it already aims at the prior's largest
+error. Each later interaction aims a gesture at the largest error component of the current mask
+(missing pixels: ADD, extra pixels: REMOVE), with the current mask as the previous mask. The
+kind is fixed, or "mixed": a tight lasso first, then clicks. The IoU against the whole region
+(void ignored) is recorded after each interaction, `max_interactions` in all; NoG@t is the
+first interaction reaching IoU >= t (else the maximum), NoF the failures. Instances are
+processed as a batch: one predictor call per interaction for all unfinished instances.
 """
 
 from __future__ import annotations
@@ -38,44 +40,63 @@ def largest_error(pred: np.ndarray, gt: np.ndarray) -> tuple[np.ndarray, int] | 
     return None if best is None else best[:2]
 
 
+MIXED = "mixed"  # a tight lasso first, then clicks
+
+
+def gesture_kind_at(kind: int | str, step: int) -> GestureKind:
+    """The gesture kind of interaction `step` (0-based) for a fixed kind or "mixed"."""
+    if kind == MIXED:
+        return GestureKind.TIGHT_LASSO if step == 0 else GestureKind.CLICK
+    return GestureKind(int(kind))
+
+
 def iterative_ious(
     predict: Predictor,
     items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
-    kind: int,
+    kind: int | str,
     *,
     seed: int = 0,
     max_interactions: int = MAX_INTERACTIONS,
+    start: Sequence[np.ndarray] | None = None,
 ) -> np.ndarray:
     """IoU after each interaction, float64[len(items), max_interactions].
 
     `items`: (image uint8[H,W,3], gt uint8[H,W] {0,1,255}, first target bool[H,W]) triples,
-    each at its photo's own size. An instance whose mask has no error left keeps its IoU for
-    the remaining steps.
+    each at its photo's own size. `kind`: a GestureKind code or "mixed". `start`: one initial
+    mask per item (from a prior), or None (from scratch). An instance whose mask has no error
+    left stops there and keeps its IoU for the remaining steps.
     """
     n = len(items)
+    if start is not None and len(start) != n:
+        raise ValueError(f"start: {len(start)} masks for {n} items")
     ious = np.zeros((n, max_interactions))
-    preds = [np.zeros(gt.shape, np.uint8) for _, gt, _ in items]
-    rngs = [np.random.default_rng([seed, i, int(kind)]) for i in range(n)]
+    if start is None:
+        preds = [np.zeros(gt.shape, np.uint8) for _, gt, _ in items]
+    else:
+        preds = [(np.asarray(m) > 0).astype(np.uint8) for m in start]
+    code = 9 if kind == MIXED else int(kind)
+    rngs = [np.random.default_rng([seed, i, code]) for i in range(n)]
     done = np.zeros(n, bool)
     for step in range(max_interactions):
         samples, active = [], []
+        this_kind = gesture_kind_at(kind, step)
         for i, (image, gt, first) in enumerate(items):
             if done[i]:
                 continue
-            if step == 0:
-                gesture = simulate_creation(GestureKind(kind), first, rngs[i])
+            if step == 0 and start is None:
+                gesture = simulate_creation(this_kind, first, rngs[i])
                 context, prev = Context.ADD, None
             else:
                 error = largest_error(preds[i], gt)
                 if error is None:
                     done[i] = True
                     continue
-                gesture = simulate_refinement(GestureKind(kind), error[0], error[1], rngs[i])
+                gesture = simulate_refinement(this_kind, error[0], error[1], rngs[i])
                 context, prev = error[1], preds[i]
             raster, dist = gesture_maps(gesture, gt.shape)
             samples.append(make_sample(
                 image=image, gesture_map=raster, distance=dist, prev_mask=prev, target=gt,
-                region=gt == 1, kind=kind, context=context, image_id=str(i), instance_id=i,
+                region=gt == 1, kind=this_kind, context=context, image_id=str(i), instance_id=i,
             ))  # fmt: skip
             active.append(i)
         if active:
@@ -90,14 +111,17 @@ def iterative_ious(
 def nog(
     predict: Predictor,
     items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
-    kind: int,
+    kind: int | str,
     *,
     thresholds: Sequence[float] = (0.85, 0.90),
     seed: int = 0,
     max_interactions: int = MAX_INTERACTIONS,
+    start: Sequence[np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """`noc(...)` of `iterative_ious` plus the trajectories under `ious`."""
-    ious = iterative_ious(predict, items, kind, seed=seed, max_interactions=max_interactions)
+    ious = iterative_ious(
+        predict, items, kind, seed=seed, max_interactions=max_interactions, start=start
+    )
     out = noc(ious, thresholds, max_interactions)
     out["ious"] = ious
     return out

@@ -3,29 +3,33 @@
 Every record is used at the photo's own resolution (or shrunk to `max_side` when given):
 gestures are simulated there with the 5 px brush, as a person would draw them, and every score
 is computed there, as the papers do. Predictors zoom in themselves (`dig_jax.prompts`).
+Every protocol iterates the same `Instance`s (`iter_instances`: one region of one photo).
 For each region: creation targets its largest part; refinement corrects the largest error
 component of one synthetic prior (the same prior for every kind, so kinds are compared on equal
-footing). Seeds derive from (seed, record index, region index, kind): same seed, same samples.
+footing); multi-region (DIG Table 5) creates it while another region is already selected.
+Seeds derive from (seed, record index, region index, mode, kind): same seed, same samples.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from dig_jax.data.priors import PriorUnreachableError, find_corrections, synthesize_prior
-from dig_jax.data.regions import extract_regions
-from dig_jax.data.samples import Sample, creation_sample, refinement_sample
+from dig_jax.data.regions import MIN_AREA, VOID, Region, disjoint_regions, extract_regions
+from dig_jax.data.samples import Sample, creation_sample, join_region, refinement_sample
 from dig_jax.data.sources.record import resize_loaded
 from dig_jax.gestures.types import GestureKind
 
 log = logging.getLogger(__name__)
-MODES = ("creation", "refinement")
-_MODE_CODE = {"creation": 0, "refinement": 1}
+MODES = ("creation", "refinement", "multi_region")
+DEFAULT_MODES = ("creation", "refinement")
+_MODE_CODE = {"creation": 0, "refinement": 1, "multi_region": 2}
 
 
 @dataclasses.dataclass
@@ -42,6 +46,26 @@ class SkipLog:
         return len(self.items)
 
 
+_SLICE = re.compile(r"^(?P<spec>.+?)\[(?P<start>-?\d*):(?P<stop>-?\d*)\]$")
+
+
+def load_dataset(spec: str, size: int = 512) -> list:
+    """Records of a dataset spec: a `dig_jax.data.pipeline.resolve_source` spec (grabcut,
+    berkeley, coco_mval, procedural:N, folder:PATH, ...) with an optional held-out split suffix
+    as in the training configs (`coco_mval%val` = every 10th record) and an optional slice,
+    e.g. `grabcut[0:10]`. `size`: the side procedural scenes are rendered at."""
+    from dig_jax.train.input_pipeline import resolve_records
+
+    match = _SLICE.match(spec)
+    base = match["spec"] if match else spec
+    records = resolve_records(base, size)
+    if match:
+        start = int(match["start"]) if match["start"] else None
+        stop = int(match["stop"]) if match["stop"] else None
+        records = records[start:stop]
+    return list(records)
+
+
 def load_record(record: Any, max_side: int | None = None) -> Any:
     """`record.load()`, shrunk (aspect kept) when its long side exceeds `max_side`."""
     from dig_jax.data.pipeline import fit_within
@@ -52,64 +76,137 @@ def load_record(record: Any, max_side: int | None = None) -> Any:
     return loaded
 
 
-def evaluation_samples(
+@dataclasses.dataclass(frozen=True, eq=False)
+class Instance:
+    """One region of one photo, at the photo's own resolution: what every protocol iterates.
+
+    `index` = (record index, region index) seeds every draw made for this instance; `others`
+    are the photo's other regions (for multi-region samples).
+    """
+
+    name: str
+    index: tuple[int, int]
+    loaded: Any  # LoadedRecord
+    region: Region
+    others: tuple[Region, ...]
+
+    @property
+    def image_id(self) -> str:
+        return f"{self.loaded.source}/{self.loaded.image_id}"
+
+    @property
+    def largest_part(self) -> int:
+        return int(np.argmax(self.region.parts.reshape(self.region.num_parts, -1).sum(1)))
+
+    @property
+    def gt(self) -> np.ndarray:
+        """Global GT uint8[H, W]: the region, 255 on the dataset's void."""
+        return np.where(self.loaded.void > 0, VOID, self.region.mask).astype(np.uint8)
+
+
+def iter_instances(
     records: Sequence[Any],
     *,
     max_side: int | None = None,
-    kinds: Sequence[int] = tuple(GestureKind),
-    modes: Sequence[str] = MODES,
-    seed: int = 0,
     skipped: SkipLog | None = None,
-) -> Iterator[Sample]:
-    """Samples (dicts per the Sample contract, plus `mode` str) for every region x kind x mode.
-
-    Records that fail to load, and regions whose prior cannot reach the IoU band or has no
-    correction of >= 100 px, are reported to `skipped` and left out.
-    """
-    unknown = set(modes) - set(MODES)
-    if unknown:
-        raise ValueError(f"modes: unknown {sorted(unknown)}, expected a subset of {MODES}")
+    min_area: int = MIN_AREA,
+) -> Iterator[Instance]:
+    """Every region (>= `min_area` px: DIG drops smaller ones) of every record, in order;
+    records that fail to load are reported to `skipped` and left out."""
     skipped = SkipLog() if skipped is None else skipped
     for index, record in enumerate(records):
-        name = getattr(record, "describe", "") or f"{record.source}:{record.image_id}"
+        name = getattr(record, "describe", "") or (
+            f"{getattr(record, 'source', '?')}:{getattr(record, 'image_id', index)}"
+        )
         try:
             loaded = load_record(record, max_side)
         except (OSError, ValueError) as error:
             skipped.add(name, str(error))
             continue
-        image_id = f"{loaded.source}/{loaded.image_id}"
-        for r, region in enumerate(extract_regions(loaded.instances, loaded.instance_ids)):
-            yield from _region_samples(loaded, region, image_id, (seed, index, r), kinds, modes,
-                                       skipped)  # fmt: skip
+        regions = extract_regions(loaded.instances, loaded.instance_ids, min_area)
+        for r, region in enumerate(regions):
+            others = tuple(o for o in regions if o is not region)
+            yield Instance(
+                f"{loaded.source}/{loaded.image_id}#{region.instance_id}", (index, r), loaded,
+                region, others,
+            )  # fmt: skip
 
 
-def _region_samples(loaded, region, image_id, key, kinds, modes, skipped) -> Iterator[Sample]:
-    largest = int(np.argmax(region.parts.reshape(region.num_parts, -1).sum(1)))
-    correction, prev = None, None
+def evaluation_samples(
+    records: Sequence[Any],
+    *,
+    max_side: int | None = None,
+    kinds: Sequence[int] = tuple(GestureKind),
+    modes: Sequence[str] = DEFAULT_MODES,
+    seed: int = 0,
+    skipped: SkipLog | None = None,
+) -> Iterator[Sample]:
+    """Samples (dicts per the Sample contract, plus `mode` str) for every region x kind x mode.
+
+    Modes: "creation" (a gesture on the region's largest part), "refinement" (the largest
+    correction of one synthetic prior, the same prior for every kind), "multi_region" (DIG
+    Table 5: a creation gesture while the previous mask already holds the photo's largest other
+    disjoint region, which must be kept). Records that fail to load, and regions whose prior
+    cannot reach the IoU band, has no correction of >= 100 px, or (multi-region) that have no
+    disjoint other region, are reported to `skipped` and left out.
+    """
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        raise ValueError(f"modes: unknown {sorted(unknown)}, expected a subset of {MODES}")
+    skipped = SkipLog() if skipped is None else skipped
+    for instance in iter_instances(records, max_side=max_side, skipped=skipped):
+        yield from _region_samples(instance, (seed, *instance.index), kinds, modes, skipped)
+
+
+def _refinement_start(instance: Instance, key: tuple, skipped: SkipLog):
+    """(prior, its largest correction) of an instance, or (None, None) reported as skipped."""
+    loaded, region = instance.loaded, instance.region
+    try:
+        prev = synthesize_prior(
+            loaded.image, region.mask, np.random.default_rng([*key, 99]), void=loaded.void
+        )
+    except PriorUnreachableError as error:
+        skipped.add(instance.name, str(error))
+        return None, None
+    corrections = find_corrections(prev, region.mask, loaded.void)
+    if not corrections:
+        skipped.add(instance.name, "prior has no correction >= 100 px")
+        return None, None
+    return prev, max(corrections, key=lambda c: c.area)
+
+
+def _other_region(instance: Instance, skipped: SkipLog) -> Region | None:
+    """The largest other region sharing no pixel with the instance's region, or None."""
+    others = disjoint_regions(list(instance.others), instance.region.mask)
+    if not others:
+        skipped.add(instance.name, "no disjoint other region for a multi-region sample")
+        return None
+    return max(others, key=lambda r: r.area)
+
+
+def _region_samples(instance: Instance, key, kinds, modes, skipped) -> Iterator[Sample]:
+    loaded, region = instance.loaded, instance.region
+    prev = correction = other = None
     if "refinement" in modes:
-        try:
-            prev = synthesize_prior(
-                loaded.image, region.mask, np.random.default_rng([*key, 99]), void=loaded.void
-            )
-            corrections = find_corrections(prev, region.mask, loaded.void)
-            if corrections:
-                correction = max(corrections, key=lambda c: c.area)
-            else:
-                skipped.add(f"{image_id}#{region.instance_id}", "prior has no correction >= 100 px")
-        except PriorUnreachableError as error:
-            skipped.add(f"{image_id}#{region.instance_id}", str(error))
+        prev, correction = _refinement_start(instance, key, skipped)
+    if "multi_region" in modes:
+        other = _other_region(instance, skipped)
     for mode in modes:
         for kind in kinds:
             rng = np.random.default_rng([*key, _MODE_CODE[mode], int(kind)])
-            if mode == "creation":
+            if mode in ("creation", "multi_region"):
+                if mode == "multi_region" and other is None:
+                    continue
                 sample = creation_sample(
-                    loaded.image, region, largest, int(kind), rng, void=loaded.void,
-                    image_id=image_id,
+                    loaded.image, region, instance.largest_part, int(kind), rng,
+                    void=loaded.void, image_id=instance.image_id,
                 )  # fmt: skip
+                if mode == "multi_region":
+                    sample = join_region(sample, other.mask)
             elif correction is not None:
                 sample = refinement_sample(
                     loaded.image, region, prev, correction, int(kind), rng, void=loaded.void,
-                    image_id=image_id,
+                    image_id=instance.image_id,
                 )  # fmt: skip
             else:
                 continue

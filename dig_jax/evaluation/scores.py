@@ -3,7 +3,6 @@ training loop's validation and by the evaluation CLI)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,7 +15,8 @@ from dig_jax.gestures.types import GestureKind
 from dig_jax.metrics import Averages, rice_scores
 
 SCORES = ("rice_local", "rice_global", "iou_local", "iou_global")
-PHASES = ("create", "refine")
+PHASES = ("create", "refine", "multi")
+MODE_PHASE = {"creation": 0, "refinement": 1, "multi_region": 2}  # sample["mode"] -> PHASES index
 
 
 def ground_truths(sample: dict[str, Any], xp: Any = jnp) -> tuple[Any, Any]:
@@ -55,29 +55,40 @@ def score_sample(pred: np.ndarray, sample: dict[str, Any]) -> dict[str, Any]:
     prev = sample["prev_mask"] if bool(sample["has_prev"]) else None
     gt_global, gt_local = ground_truths(sample, np)
     scores = rice_scores(np.asarray(pred, np.uint8), prev, gt_global, gt_local)
+    phase = MODE_PHASE.get(sample.get("mode", ""), int(bool(sample["has_prev"])))
     return {
         **{k: np.asarray([scores[k]], np.float64) for k in SCORES},
         "gesture_kind": np.asarray([sample["gesture_kind"]], np.int32),
         "has_prev": np.asarray([bool(sample["has_prev"])]),
+        "phase": np.asarray([phase], np.int32),
     }
 
 
 def summarize_scores(score_batches: Iterable[dict[str, Any]]) -> dict[str, float]:
     """Means named `<score>/<kind>/<phase>` and `<score>/all/<phase>` over all batches, for every
-    per-sample score in the batches (RICE/IoU, and context_acc/kind_acc for multi-head models)."""
+    per-sample score in the batches (RICE/IoU, and context_acc/kind_acc for multi-head models).
+    Phases (`PHASES`) come from a `phase` entry when present, else from `has_prev`."""
+    return summarize_state(score_batches).compute()
+
+
+def summarize_state(score_batches: Iterable[dict[str, Any]]) -> Averages:
+    """The mergeable state behind `summarize_scores` (NaN-free means per name)."""
     acc = Averages()
     for scores in score_batches:
         kinds = np.asarray(scores["gesture_kind"])
-        refine = np.asarray(scores["has_prev"]).astype(bool)
-        for phase, phase_mask in (("create", ~refine), ("refine", refine)):
-            for name in [k for k in scores if k not in ("gesture_kind", "has_prev")]:
+        phases = np.asarray(scores.get("phase", np.asarray(scores["has_prev"]).astype(np.int32)))
+        for p, phase in enumerate(PHASES):
+            phase_mask = phases == p
+            if not phase_mask.any():
+                continue
+            for name in [k for k in scores if k not in ("gesture_kind", "has_prev", "phase")]:
                 values = np.asarray(scores[name])
                 acc = acc.add(f"{name}/all/{phase}", values, phase_mask)
                 for kind in GestureKind:
                     mask = phase_mask & (kinds == int(kind))
                     if mask.any():
                         acc = acc.add(f"{name}/{kind.name.lower()}/{phase}", values, mask)
-    return {k: v for k, v in acc.compute().items() if not math.isnan(v)}
+    return acc
 
 
 def format_rice_table(metrics: dict[str, float], title: str = "", score: str = "rice_local") -> str:

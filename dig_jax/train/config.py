@@ -114,7 +114,7 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     }[variant]
     c.data.multi_region_p = 0.0  # multi-region augmentation probability (dataAug: 0.2)
     c.data.prior_p = 0.5  # probability that a training sample refines a previous mask
-    c.data.max_side = 512  # photos are shrunk to this long side (px) before sampling
+    c.data.max_side = 640  # photos are shrunk to this long side (px) before sampling
     c.data.worker_count = {"paper": 8, "offline": 1, "demo": 1, "tiny": 0}[variant]  # grain workers
 
     c.eval = ml_collections.ConfigDict()

@@ -155,7 +155,7 @@ def _dataset(config: Any, split: str, batch_size: int, process_index: int, proce
             batch_size=batch_size,
             prior_prob=data.prior_p,
             multi_region_prob=data.multi_region_p,
-            max_side=data.get("max_side", 512),
+            max_side=data.get("max_side", 640),
             seed=seed,
             worker_count=0,  # workers are added after the model-specific encoding below
             shard=(process_index, process_count),

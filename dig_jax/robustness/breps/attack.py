@@ -3,15 +3,18 @@
 For one instance (image, GT) the box starts at the tight box of the GT and takes `steps` Adam
 steps on  loss(box) = s · Dice(sigmoid(logits(box)), GT) − λ · log p(CIoU(box, tight)),
 s = +1 to find the worst plausible box (mode "min") and −1 for the best (mode "max"); the prior
-term is skipped where CIoU = 0. The learning rate is lr_mult · √(H² + W²) / (1024 · √2) px,
-the box is projected back to a valid box (x1 + min_size <= x2 inside the image, same for y)
-after every step so the model never sees an invalid box, and the best step (step 0 included,
-judged by the hard IoU of logits > 0) is kept. `lax.scan` runs the steps, `vmap` the instances.
+term is skipped where CIoU = 0. The learning rate is lr_mult · √(H² + W²) / (1024 · √2) px of
+the original photo (`attack_lr`; pass `lr_px` per instance when the attack runs in a zoom crop,
+as `dig_jax.robustness.breps.evaluate` does), the box is projected back to a valid box
+(x1 + min_size <= x2 inside the photo's `bounds`, same for y) after every step so the model
+never sees an invalid box, and the best step (step 0 included, judged by the hard IoU of
+logits > 0) is kept. `lax.scan` runs the steps, `vmap` the instances.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -25,7 +28,7 @@ from dig_jax.metrics import iou, tight_box
 from dig_jax.robustness.breps.prior import BREPS_GAMMA, GammaParams, realism_logpdf
 
 PredictLogits = Callable[[jax.Array], jax.Array]  # x f32[B, H, W, C] -> logits f32[B, H, W]
-EncodeBox = Callable[[jax.Array, jax.Array], jax.Array]  # (box f32[4], image f32[H,W,3]) -> x
+EncodeBox = Callable[..., jax.Array]  # (box f32[4], image f32[H,W,3][, radius]) -> x f32[H,W,C]
 VOID = 255
 DICE_SMOOTH = 1.0
 
@@ -53,20 +56,30 @@ def attack_lr(height: Any, width: Any, lr_mult: float = 9.0) -> Any:
     return lr_mult * jnp.sqrt(jnp.square(height) + jnp.square(width)) / (1024.0 * math.sqrt(2.0))
 
 
+def full_bounds(bounds: jax.Array) -> jax.Array:
+    """Bounds as (x_lo, y_lo, x_hi, y_hi): (W, H) means (0, 0, W, H)."""
+    if bounds.shape[-1] == 4:
+        return bounds
+    zeros = jnp.zeros_like(bounds[..., :1])
+    return jnp.concatenate([zeros, zeros, bounds], axis=-1)
+
+
 def project_box(box: jax.Array, bounds: jax.Array, min_size: float = 1.0) -> jax.Array:
-    """Nearest valid box: x1 + min_size <= x2 within [0, W], y likewise; `bounds` = (W, H).
+    """Nearest valid box: x1 + min_size <= x2 within the bounds, y likewise; `bounds` = (W, H)
+    (the image [0, W] × [0, H]) or (x_lo, y_lo, x_hi, y_hi) (the photo inside a zoom crop).
 
     Too small (or inverted) boxes grow symmetrically about their centre; boxes sticking out of
-    the image are cropped. Requires W, H >= min_size.
+    the bounds are cropped. Requires the bounds to be at least min_size wide and high.
     """
+    b = full_bounds(bounds)
 
-    def axis(lo: jax.Array, hi: jax.Array, n: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def axis(lo, hi, n_lo, n_hi) -> tuple[jax.Array, jax.Array]:
         half = jnp.maximum((hi - lo) / 2, min_size / 2)
-        centre = jnp.clip((lo + hi) / 2, min_size / 2, n - min_size / 2)
-        return jnp.maximum(centre - half, 0.0), jnp.minimum(centre + half, n)
+        centre = jnp.clip((lo + hi) / 2, n_lo + min_size / 2, n_hi - min_size / 2)
+        return jnp.maximum(centre - half, n_lo), jnp.minimum(centre + half, n_hi)
 
-    x1, x2 = axis(box[..., 0], box[..., 2], bounds[..., 0])
-    y1, y2 = axis(box[..., 1], box[..., 3], bounds[..., 1])
+    x1, x2 = axis(box[..., 0], box[..., 2], b[..., 0], b[..., 2])
+    y1, y2 = axis(box[..., 1], box[..., 3], b[..., 1], b[..., 3])
     return jnp.stack([x1, y1, x2, y2], axis=-1)
 
 
@@ -82,7 +95,7 @@ def soft_dice(prob: jax.Array, gt: jax.Array, void: int = VOID) -> jax.Array:
 def start_box(gt: jax.Array, bounds: jax.Array, min_size: float = 1.0) -> jax.Array:
     """Tight box of the GT pixels equal to 1 (whole valid image if there are none), made valid."""
     tight = tight_box(gt)
-    full = jnp.stack([0.0, 0.0, bounds[0], bounds[1]]).astype(jnp.float32)
+    full = full_bounds(bounds).astype(jnp.float32)
     empty = jnp.all(tight == 0)
     return project_box(jnp.where(empty, full, tight), bounds, min_size)
 
@@ -127,7 +140,8 @@ def _attack_one(
     image: jax.Array,
     gt: jax.Array,
     bounds: jax.Array,
-    lr_mult: jax.Array,
+    lr_px: jax.Array,
+    radius: jax.Array,
     lam: jax.Array,
     sign: jax.Array,
     *,
@@ -139,9 +153,11 @@ def _attack_one(
 ) -> AttackResult:
     image = image.astype(jnp.float32)
     tight = start_box(gt, bounds, min_size)
+    takes_radius = "radius" in inspect.signature(encode_box).parameters
 
     def objective(box: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-        logits = predict_logits(encode_box(box, image)[None])[0]
+        x = encode_box(box, image, radius=radius) if takes_radius else encode_box(box, image)
+        logits = predict_logits(x[None])[0]
         dice = soft_dice(jax.nn.sigmoid(logits), gt)
         logp = realism_logpdf(box, tight, prior, skip_exact=True)
         return sign * dice - lam * logp, (logits, box)
@@ -150,7 +166,7 @@ def _attack_one(
         objective,
         tight,
         gt,
-        lr=attack_lr(bounds[1], bounds[0], lr_mult),
+        lr=lr_px,
         steps=steps,
         find_min=sign > 0,
         project=lambda b: project_box(b, bounds, min_size),
@@ -176,7 +192,7 @@ def _compiled(
         prior=prior,
     )
     if batched:
-        fn = jax.vmap(fn, in_axes=(0, 0, 0, None, None, None))
+        fn = jax.vmap(fn, in_axes=(0, 0, 0, 0, 0, None, None))
     return jax.jit(fn)
 
 
@@ -207,18 +223,30 @@ def _check(image: Any, gt: Any, lead: int, min_size: float) -> None:
         raise ValueError(f"image is smaller than min_size={min_size} px: {image.shape}")
 
 
-def _check_bounds(bounds: Any, image: jax.Array, lead: int, min_size: float) -> jax.Array:
+def _check_bounds(bounds: Any, image: jax.Array, lead: int, min_size: float) -> np.ndarray:
+    """Bounds as f32[..., 4] (x_lo, y_lo, x_hi, y_hi); (W, H) is accepted for (0, 0, W, H)."""
     h, w = image.shape[-3], image.shape[-2]
     if bounds is None:
-        return jnp.tile(jnp.array([w, h], jnp.float32), (*image.shape[:lead], 1))
+        return np.tile(np.array([0, 0, w, h], np.float32), (*image.shape[:lead], 1))
     arr = np.asarray(bounds, np.float32)
-    if arr.shape != (*image.shape[:lead], 2):
+    if arr.shape == (*image.shape[:lead], 2):
+        arr = np.concatenate([np.zeros_like(arr), arr], axis=-1)
+    if arr.shape != (*image.shape[:lead], 4):
         raise ValueError(
-            f"bounds must have shape {(*image.shape[:lead], 2)} (W, H), got {arr.shape}"
+            f"bounds must have shape {(*image.shape[:lead], 2)} (W, H) or "
+            f"{(*image.shape[:lead], 4)} (x_lo, y_lo, x_hi, y_hi), got {arr.shape}"
         )
-    if (arr < min_size).any() or (arr[..., 0] > w).any() or (arr[..., 1] > h).any():
-        raise ValueError(f"bounds (W, H) must lie in [min_size={min_size}, image size ({w}, {h})]")
-    return jnp.asarray(arr)
+    if (
+        not np.isfinite(arr).all()
+        or (arr[..., :2] < 0).any()
+        or (arr[..., 2] > w).any()
+        or (arr[..., 3] > h).any()
+        or (arr[..., 2:] - arr[..., :2] < min_size).any()
+    ):
+        raise ValueError(
+            f"bounds must lie inside the image ({w}, {h}) and be >= min_size={min_size} wide"
+        )
+    return arr
 
 
 def _sign(mode: str) -> jax.Array:
@@ -244,17 +272,21 @@ def breps_attack(
     bounds: Any = None,
     min_size: float = 1.0,
     prior: GammaParams = BREPS_GAMMA,
+    lr_px: Any = None,
+    radius: Any = None,
 ) -> AttackResult:
     """Attack one instance: image uint8/float [H, W, 3] (0..255), gt uint8 [H, W] {0, 1, 255}.
 
-    `predict_logits`: x f32[B, H, W, C] -> logits f32[B, H, W]; `encode_box(box, image)` builds
-    the model input f32[H, W, C] from a box (default: the gesture-agnostic encoding).
-    `bounds` (W, H) limits boxes to the valid (unpadded) part of the image; default the image.
+    `predict_logits`: x f32[B, H, W, C] -> logits f32[B, H, W]; `encode_box(box, image[,
+    radius])` builds the model input f32[H, W, C] from a box (default: the gesture-agnostic
+    encoding). `bounds` (W, H) or (x_lo, y_lo, x_hi, y_hi) limits boxes to the photo (e.g. its
+    unpadded part); default the image. `lr_px`: the step size in this image's pixels (default
+    `attack_lr` of the bounds' size); `radius`: the brush in this image's pixels (default 5).
     Compiled once per (callables, steps, min_size, prior) and input shape; both modes share it.
     """
     return _run(
         predict_logits, image, gt, False, mode, steps, lr_mult, lam, encode_box, bounds,
-        min_size, prior,
+        min_size, prior, lr_px, radius,
     )  # fmt: skip
 
 
@@ -271,21 +303,39 @@ def breps_attack_batch(
     bounds: Any = None,
     min_size: float = 1.0,
     prior: GammaParams = BREPS_GAMMA,
+    lr_px: Any = None,
+    radius: Any = None,
 ) -> AttackResult:
-    """`breps_attack` vmapped over instances: images [B, H, W, 3], gts [B, H, W], bounds [B, 2]."""
+    """`breps_attack` vmapped over instances: images [B, H, W, 3], gts [B, H, W], bounds
+    [B, 2] or [B, 4], lr_px and radius [B] (or None)."""
     return _run(
         predict_logits, images, gts, True, mode, steps, lr_mult, lam, encode_box, bounds,
-        min_size, prior,
+        min_size, prior, lr_px, radius,
     )  # fmt: skip
 
 
+def _per_instance(value: Any, default: np.ndarray, name: str) -> jax.Array:
+    if value is None:
+        return jnp.asarray(default, jnp.float32)
+    arr = np.broadcast_to(np.asarray(value, np.float32), default.shape)
+    if not (np.isfinite(arr).all() and (arr > 0).all()):
+        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+    return jnp.asarray(arr)
+
+
 def _run(predict_logits, image, gt, batched, mode, steps, lr_mult, lam, encode_box, bounds,
-         min_size, prior) -> AttackResult:  # fmt: skip
+         min_size, prior, lr_px=None, radius=None) -> AttackResult:  # fmt: skip
     """Shared checks and the compiled attack for one instance or a vmapped batch."""
+    from dig_jax.gestures.types import BRUSH_RADIUS
+
     image, gt = jnp.asarray(image), jnp.asarray(gt)
     check_attack_settings(mode, steps, lr_mult, lam, min_size)
     _check(image, gt, int(batched), min_size)
     bounds = _check_bounds(bounds, image, int(batched), min_size)
+    size = bounds[..., 2:] - bounds[..., :2]
+    default_lr = np.asarray(attack_lr(size[..., 1], size[..., 0], lr_mult), np.float32)
+    lr_px = _per_instance(lr_px, default_lr, "lr_px")
+    radius = _per_instance(radius, np.full(default_lr.shape, BRUSH_RADIUS, np.float32), "radius")
     fn = _compiled(
         predict_logits,
         encode_box or _default_encoder(),
@@ -298,7 +348,8 @@ def _run(predict_logits, image, gt, batched, mode, steps, lr_mult, lam, encode_b
         image,
         gt,
         jnp.asarray(bounds, jnp.float32),
-        jnp.float32(lr_mult),
+        lr_px,
+        radius,
         jnp.float32(lam),
         _sign(mode),
     )

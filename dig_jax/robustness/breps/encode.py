@@ -33,7 +33,7 @@ def soft_box_fill(box: jax.Array, shape: tuple[int, int], temperature: float = 0
 def box_outline_maps(
     box: jax.Array,
     shape: tuple[int, int],
-    radius: float = float(BRUSH_RADIUS),
+    radius: float | jax.Array = float(BRUSH_RADIUS),
     temperature: float = OUTLINE_TEMPERATURE,
 ) -> tuple[jax.Array, jax.Array]:
     """Soft outline f32[H, W] in [0, 1] and distance map f32[H, W] in [0, 1] of a box gesture."""
@@ -46,32 +46,39 @@ def box_outline_maps(
     return outline, distance
 
 
-def encode_box_gesture(box: jax.Array, image: jax.Array) -> jax.Array:
-    """Gesture-agnostic model input f32[H, W, 6]: RGB | soft outline | distance | zero prev."""
+def encode_box_gesture(
+    box: jax.Array, image: jax.Array, radius: float | jax.Array = BRUSH_RADIUS
+) -> jax.Array:
+    """Gesture-agnostic model input f32[H, W, 6]: RGB | soft outline | distance | zero prev.
+    `radius`: the brush in this image's pixels (5 px on the photo, scaled in a zoom crop)."""
     from dig_jax.models.interactive import gesture_input
 
     shape = image.shape[:2]
-    outline, distance = box_outline_maps(box, shape)
+    outline, distance = box_outline_maps(box, shape, radius)
     return gesture_input(image, outline, distance, jnp.zeros(shape, jnp.float32))
 
 
-def encode_box_context(box: jax.Array, image: jax.Array) -> jax.Array:
+def encode_box_context(
+    box: jax.Array, image: jax.Array, radius: float | jax.Array = BRUSH_RADIUS
+) -> jax.Array:
     """Context-baseline input f32[H, W, 7]: RGB | 0 | 0 (no clicks) | soft outline | zero prev."""
     from dig_jax.models.interactive import context_input
 
     shape = image.shape[:2]
-    outline, _ = box_outline_maps(box, shape)
+    outline, _ = box_outline_maps(box, shape, radius)
     zeros = jnp.zeros(shape, jnp.float32)
     return context_input(image, zeros, zeros, outline, zeros)
 
 
-def encode_box_context_add(box: jax.Array, image: jax.Array) -> jax.Array:
+def encode_box_context_add(
+    box: jax.Array, image: jax.Array, radius: float | jax.Array = BRUSH_RADIUS
+) -> jax.Array:
     """Context-baseline input f32[H, W, 7] for models trained with `context_encoding="gesture"`:
     the soft outline as an ADD gesture (positive channel), no box channel, zero prev."""
     from dig_jax.models.interactive import context_input
 
     shape = image.shape[:2]
-    outline, _ = box_outline_maps(box, shape)
+    outline, _ = box_outline_maps(box, shape, radius)
     zeros = jnp.zeros(shape, jnp.float32)
     return context_input(image, outline, zeros, None, zeros)
 

@@ -1,0 +1,72 @@
+"""Export a segmenter file from any saved step of a training workdir (e.g. while it still runs).
+
+python -m dig_jax.train.export_step workdirs/lite_dataaug_offline [--step 12000] [--out F.digjax]
+
+Reads `<workdir>/config.json` and the orbax checkpoint of `--step` (default: the newest),
+and writes params + BatchNorm statistics with the config, as the end of training does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from pathlib import Path
+
+import jax
+import ml_collections
+
+from dig_jax.export import save_segmenter
+from dig_jax.models.interactive import build_segmenter
+from dig_jax.train import checkpointing
+from dig_jax.train.state import make_optimizer
+
+
+def export_step(workdir: str | Path, step: int | None = None, out: str | Path | None = None):
+    """Write the segmenter of `step` (None = newest) of `workdir`; returns (path, step)."""
+    import orbax.checkpoint as ocp
+
+    from dig_jax.train.train import init_state
+
+    workdir = Path(workdir)
+    config_path = workdir / "config.json"
+    if not config_path.is_file():
+        raise ValueError(f"workdir {workdir} has no config.json")
+    config = ml_collections.ConfigDict(json.loads(config_path.read_text()))
+    model = build_segmenter(config.model)
+    tx = make_optimizer(config.optim, config.total_steps)
+    shape = (1, config.image_size, config.image_size, model.in_channels)
+    abstract = jax.eval_shape(functools.partial(init_state, model, tx, shape), jax.random.key(0))
+    items = (checkpointing.STATE, checkpointing.DATA)
+    manager = ocp.CheckpointManager((workdir / "checkpoints").absolute(), item_names=items)
+    steps = manager.all_steps()
+    if not steps:
+        raise ValueError(f"workdir {workdir} has no checkpoint")
+    step = max(steps) if step is None else int(step)
+    if step not in steps:
+        raise ValueError(f"workdir {workdir} has no checkpoint at step {step} (has {steps})")
+    restored = manager.restore(
+        step,
+        args=ocp.args.Composite(**{checkpointing.STATE: ocp.args.StandardRestore(abstract)}),
+    )[checkpointing.STATE]
+    out = Path(out) if out else workdir / f"segmenter_step{step}.digjax"
+    return save_segmenter(out, restored.variables, config), step
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("workdir")
+    parser.add_argument("--step", type=int, default=None)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    try:
+        path, step = export_step(args.workdir, args.step, args.out)
+    except ValueError as error:
+        parser.error(str(error))
+    print(f"exported step {step} to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
