@@ -9,8 +9,10 @@ PYTEST_ARGS ?=
 CHECKPOINT ?= checkpoints/hrnet_dataaug_offline.digjax
 DATASETS ?= grabcut,berkeley
 SIZE ?= 320  # BREPS attack: letterbox side in px
+# make demo DEMO_ARGS="--checkpoint FILE.digjax --port 8001"
+DEMO_ARGS ?=
 
-.PHONY: venv train test lint format bench notebooks attack evaluate clean
+.PHONY: venv train test lint format bench notebooks attack evaluate demo clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,8 +42,15 @@ bench: $(STAMP)
 attack: $(STAMP)
 	$(BIN)/python -m dig_jax.attack --checkpoint $(CHECKPOINT) --datasets $(DATASETS) --size $(SIZE) --out results/breps
 
+.PHONY: rclicks
+rclicks: $(STAMP)  # RClicks: MAP = ud | dt | sm | a clickability model file (default dt)
+	$(BIN)/python -m dig_jax.rclicks --checkpoint $(CHECKPOINT) --datasets $(DATASETS) --map $(or $(MAP),dt) --out results/rclicks
+
 evaluate: $(STAMP)
 	$(BIN)/python -m dig_jax.evaluate --predictor $(CHECKPOINT),grabcut,filled --datasets $(DATASETS) --out results/eval
+
+demo: $(STAMP)
+	$(BIN)/python -m dig_jax.demo $(DEMO_ARGS)
 
 notebooks: $(STAMP)
 	$(BIN)/python -m dig_jax.notebooks $(NOTEBOOKS)

@@ -4,6 +4,7 @@ dig-jax train --config experiments/hrnet_dataaug.py:demo --workdir workdirs/demo
 dig-jax evaluate --checkpoint FILE.digjax --datasets grabcut,berkeley
 dig-jax attack --checkpoint FILE.digjax --datasets grabcut,berkeley
 dig-jax build --source grabcut --out build/dig
+dig-jax demo --port 8000
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ COMMANDS = {
     "train": "dig_jax.train.__main__",
     "evaluate": "dig_jax.evaluate",
     "attack": "dig_jax.attack",
+    "rclicks": "dig_jax.rclicks",
     "build": "dig_jax.data.build",
     "notebooks": "dig_jax.notebooks",
+    "demo": "dig_jax.demo.__main__",
 }
 
 

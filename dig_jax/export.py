@@ -54,6 +54,12 @@ def _read(path: Path) -> tuple[ml_collections.ConfigDict, dict]:
     return config, variables
 
 
+def _finite(logits: np.ndarray) -> np.ndarray:
+    if not np.isfinite(logits).all():
+        raise FloatingPointError("the segmenter produced NaN/Inf logits (corrupt weights?)")
+    return logits
+
+
 class LoadedSegmenter:
     """Inference wrapper: `predict(image, gesture_map, prev_mask=None) -> uint8[H, W]` on a
     photo of any size.
@@ -72,6 +78,7 @@ class LoadedSegmenter:
         self.input_kind: str = config.model.input_kind
         self.size: int = int(config.image_size)
         self._logits = jax.jit(self.predict_logits_fn())
+        self._outputs = jax.jit(lambda x: self.model.apply(self.variables, x, train=False))
 
     def predict_logits_fn(self):
         """Pure jnp function x f32[B, H, W, C] -> mask logits f32[B, H, W] (H, W multiples of
@@ -136,10 +143,22 @@ class LoadedSegmenter:
             raise ValueError(f"kind must be a GestureKind code 0..4 or None, got {kind!r}")
         crop, box, shape = self.prepare(image, gesture_map, prev_mask)
         x = self.crop_input(crop, context, kind)[None]
-        logits = np.asarray(self._logits(jnp.asarray(x)))[0]
-        if not np.isfinite(logits).all():
-            raise FloatingPointError("the segmenter produced NaN/Inf logits (corrupt weights?)")
+        logits = _finite(np.asarray(self._logits(jnp.asarray(x)))[0])
         return prompts.paste_logits(logits, box, shape)
+
+    def predict_heads(self, image: Any, gesture_map: Any, prev_mask: Any = None) -> dict[str, Any]:
+        """One run of the whole network on a prompt, read as `predict_logits` reads it:
+        {"logits": mask logits f32[H, W] on the photo (equal to `predict_logits`), "context":
+        logit of ADD (float) and "kind": f32[5] logits in GestureKind order — both None when
+        the checkpoint has no such heads (`config.model.multihead` false)}."""
+        crop, box, shape = self.prepare(image, gesture_map, prev_mask)
+        out = self._outputs(jnp.asarray(self.crop_input(crop)[None]))
+        logits = _finite(np.asarray(out["mask"])[0])
+        heads = {"logits": prompts.paste_logits(logits, box, shape), "context": None, "kind": None}
+        if "context" in out:
+            heads["context"] = float(out["context"][0])
+            heads["kind"] = np.asarray(out["kind"][0], np.float32)
+        return heads
 
     def predict(
         self,

@@ -1,0 +1,59 @@
+"""`python -m dig_jax.demo [--checkpoint FILE] [--port 8000]`: the browser demo.
+
+Loads the segmenter (default: the shipped gesture-agnostic checkpoint, `default_checkpoint`),
+compiles it once, and serves one page on http://127.0.0.1:PORT/: pick or upload a photo, draw
+with the radius-5 brush, get the mask; keep drawing to refine it. A checkpoint that cannot be
+loaded ends the command with one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from dig_jax.demo import photos
+
+
+def load_app(checkpoint: Path | None, max_side: int = photos.MAX_SIDE, examples: int = 4):
+    """(app, checkpoint path, warm-up seconds); any failure to load raises ValueError."""
+    from dig_jax.demo.server import DemoModel, create_app, default_checkpoint
+    from dig_jax.export import load_segmenter
+
+    path = default_checkpoint() if checkpoint is None else Path(checkpoint)
+    try:
+        model = DemoModel(load_segmenter(path), name=path.name)
+        model.warm_up()
+    except Exception as exc:  # a corrupt file fails in many ways (bad magic, msgpack, shapes)
+        raise ValueError(f"cannot load checkpoint {path}: {type(exc).__name__}: {exc}") from exc
+    app = create_app(model, photos.example_photos(examples, max_side), max_side)
+    return app, path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", type=Path, default=None, help="a .digjax segmenter file")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument(
+        "--max-side",
+        type=int,
+        default=photos.MAX_SIDE,
+        help="uploads are downscaled to this long side (px)",
+    )
+    parser.add_argument("--examples", type=int, default=4, help="example photos offered")
+    args = parser.parse_args(argv)
+    try:
+        app, path = load_app(args.checkpoint, args.max_side, args.examples)
+    except ValueError as exc:
+        print("dig_jax.demo: error: " + " ".join(str(exc).split()), file=sys.stderr)
+        return 2
+    import uvicorn
+
+    print(f"dig_jax.demo: {path.name} ready on http://{args.host}:{args.port}/", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
