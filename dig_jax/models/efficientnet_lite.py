@@ -122,7 +122,8 @@ class MBConv(nn.Module):
 
 class EfficientNetLite(nn.Module):
     """EfficientNet-Lite0 features. Input normalised RGB f32[B, H, W, 3] (`normalize_rgb`);
-    output the 4 maps at strides 4, 8, 16, 32 (`TAP_CHANNELS` channels).
+    output the 4 maps at strides 4, 8, 16, 32 (`TAP_CHANNELS` channels), preceded by the
+    stride-2 map of block 0 (16 channels) when `fine`.
 
     `stem_extra`: an optional f32[B, H/2, W/2, 32] added to the stem convolution's output
     before its BatchNorm (how segmenters feed extra input channels without touching the
@@ -130,6 +131,7 @@ class EfficientNetLite(nn.Module):
     """
 
     depthwise_impl: str = "auto"
+    fine: bool = False
 
     @nn.compact
     def __call__(
@@ -144,7 +146,7 @@ class EfficientNetLite(nn.Module):
         for index, (cin, cout, kernel, stride, expand) in enumerate(block_specs()):
             x = MBConv(cin, cout, kernel, stride, expand, self.depthwise_impl,
                        name=f"blocks_{index}")(x, train)  # fmt: skip
-            if index in TAP_BLOCKS:
+            if index in TAP_BLOCKS or (self.fine and index == 0):
                 taps.append(x)
         return taps
 

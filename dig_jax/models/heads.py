@@ -57,6 +57,32 @@ class FPNHead(nn.Module):
         return logits[..., 0], top
 
 
+class FineHead(nn.Module):
+    """Stride-2 refinement of stride-4 logits, for sharper boundaries at little cost.
+
+    The top features (stride 4) upsampled and reduced to `width`, the backbone's stride-2 map
+    reduced to `width` and the prompt maps at stride 2 are concatenated; a 3×3 ConvBN-ReLU and a
+    zero-initialised 1×1 conv give a correction added to the upsampled coarse logits, so
+    training starts from the coarse prediction. Returns logits f32[B, h2, w2].
+    """
+
+    width: int = 16
+
+    @nn.compact
+    def __call__(
+        self, coarse: jax.Array, top: jax.Array, fine: jax.Array, maps: jax.Array, train: bool
+    ) -> jax.Array:
+        height, width = fine.shape[1:3]
+        up = resize_to(nn.Conv(self.width, (1, 1), name="reduce_top")(top), height, width)
+        x = jnp.concatenate(
+            [up, nn.Conv(self.width, (1, 1), name="reduce_fine")(fine), maps.astype(up.dtype)],
+            axis=-1,
+        )
+        x = ConvBN(self.width)(x, train)
+        delta = nn.Conv(1, (1, 1), kernel_init=nn.initializers.zeros, name="delta")(x)[..., 0]
+        return upsample_logits(coarse, height, width) + delta
+
+
 def adaptive_bins(length: int, out: int) -> list[tuple[int, int]]:
     """PyTorch-style adaptive pooling windows [start, end) for `length` -> `out` cells:
     start = floor(i * length / out), end = ceil((i + 1) * length / out). Every window is

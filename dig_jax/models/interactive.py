@@ -22,7 +22,7 @@ from dig_jax.models.efficientnet_lite import (
     EfficientNetLite,
     normalize_rgb,
 )
-from dig_jax.models.heads import AuxHeads, FPNHead, FusionHead, upsample_logits
+from dig_jax.models.heads import AuxHeads, FineHead, FPNHead, FusionHead, upsample_logits
 from dig_jax.models.hrnet import HRNet
 
 INPUT_CHANNELS = {"gesture": 6, "context": 7}
@@ -135,7 +135,8 @@ class Segmenter(nn.Module):
     x: f32[B, H, W, in_channels] with H, W multiples of 32. `backbone`: "hrnet18s" (all
     channels enter the first conv; fusion head of `head_width`) or "efficientnet_lite0" (RGB
     through the ImageNet stem, the other maps through a zero-initialised `PromptStem` and again
-    into an FPN decoder of `head_width`). Returns mask logits f32[B, H, W] and, when
+    into an FPN decoder of `head_width`, with a stride-2 `FineHead` when `fine_head`).
+    Returns mask logits f32[B, H, W] and, when
     `multihead`, context f32[B] (logit of ADD) and kind f32[B, 5].
     """
 
@@ -148,6 +149,7 @@ class Segmenter(nn.Module):
     stage_modules: tuple[int, ...] = (1, 3, 2)
     head_width: int = 96
     depthwise_impl: str = "auto"
+    fine_head: bool = False
     multihead: bool = False
     aux_reduce: int = 48
     aux_pool: int = 32
@@ -165,11 +167,15 @@ class Segmenter(nn.Module):
             )(jnp.concatenate([rgb, maps], axis=-1), train)
             logits, top = FusionHead(self.head_width)(features, train)
         elif self.backbone == "efficientnet_lite0":
-            features = EfficientNetLite(self.depthwise_impl, name="backbone")(
+            features = EfficientNetLite(self.depthwise_impl, self.fine_head, name="backbone")(
                 rgb, train, stem_extra=PromptStem(name="prompt_stem")(maps)
             )
+            fine, features = (features[0], features[1:]) if self.fine_head else (None, features)
             small = pool_to(maps, *features[0].shape[1:3])
             logits, top = FPNHead(self.head_width)(features, small, train)
+            if fine is not None:
+                maps2 = pool_to(maps, *fine.shape[1:3])
+                logits = FineHead(name="fine_head")(logits, top, fine, maps2, train)
         else:
             raise ValueError(f"backbone must be one of {BACKBONES}, got {self.backbone!r}")
         out = {"mask": upsample_logits(logits, height, width)}
@@ -189,6 +195,7 @@ def build_segmenter(model_config: Any) -> Segmenter:
         in_channels=INPUT_CHANNELS[input_kind],
         backbone=model_config.get("backbone", "hrnet18s"),
         depthwise_impl=model_config.get("depthwise_impl", "auto"),
+        fine_head=bool(model_config.get("fine_head", False)),
         widths=tuple(model_config.widths),
         stem_width=model_config.stem_width,
         stage1_planes=model_config.stage1_planes,
