@@ -5,7 +5,9 @@ python -m dig_jax.attack --checkpoint runs/dig/segmenter.digjax --datasets grabc
 
 Writes `<out>/breps.json` (metrics, per-instance IoUs and boxes, skipped items) and
 `<out>/breps.md` (IoU-Tight / Min / Max / Δ per dataset and model), and prints the table.
-Datasets are folders under `dig_jax.paths.data_root()` (or absolute paths).
+Datasets are folders under `dig_jax.paths.data_root()` (or absolute paths); a name with no
+folder is an error. Files are replaced atomically, and only by a run that attacked at least
+one instance; a checkpoint with NaN weights, or NaN predictions, stops the run (exit 1).
 """
 
 from __future__ import annotations
@@ -69,26 +71,36 @@ def main(argv: list[str] | None = None) -> int:
     for checkpoint in args.checkpoint:
         if not checkpoint.is_file():
             parser.error(f"--checkpoint {checkpoint} is not a file")
+    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    roots = [Path(d) if Path(d).is_dir() else data_root() / d for d in datasets]
+    missing = [d for d, root in zip(datasets, roots, strict=True) if not root.is_dir()]
+    if missing or not datasets:
+        parser.error(f"--datasets: no folder for {missing or args.datasets!r} under {data_root()}")
+    try:
+        return run(args, roots)
+    except (ValueError, FloatingPointError) as error:  # unreadable or NaN checkpoint, no result
+        print(f"error: {error}", file=sys.stderr)
+        return 1
 
+
+def run(args: argparse.Namespace, roots: list[Path]) -> int:
+    """Attack every checkpoint on every dataset folder in `roots`; write and print results."""
     from dig_jax import load_segmenter
     from dig_jax.data.sources.benchmark_folder import scan_benchmark_folder
     from dig_jax.metrics.breps import breps_table
+    from dig_jax.outputs import write_text_atomic
     from dig_jax.robustness.breps.encode import box_encoder
     from dig_jax.robustness.breps.evaluate import attack_dataset
     from dig_jax.robustness.breps.user_boxes import evaluate_user_boxes
 
+    segmenters = [(c, load_segmenter(c)) for c in args.checkpoint]  # bad files fail up front
     results: dict[str, dict] = {}
     rows = {}
-    for checkpoint in args.checkpoint:
-        seg = load_segmenter(checkpoint)
+    for checkpoint, seg in segmenters:
         predict = seg.predict_logits_fn()
         encoder = box_encoder(seg.input_kind, seg.config.model.get("context_encoding", "gesture"))
         name = model_name(checkpoint)
-        for dataset in [d.strip() for d in args.datasets.split(",") if d.strip()]:
-            root = Path(dataset) if Path(dataset).is_dir() else data_root() / dataset
-            if not root.is_dir():
-                print(f"skipping dataset {dataset}: no folder at {root}", file=sys.stderr)
-                continue
+        for root in roots:
             records, problems = scan_benchmark_folder(root, name=root.name)
             out = attack_dataset(
                 predict,
@@ -104,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
                 progress=not args.no_progress,
             )
             out["skipped"] = problems + out["skipped"]
+            if not out["metrics"]["n"]:
+                print(f"no instance attacked in {root} for {name}", file=sys.stderr)
+                continue
             results[f"{root.name}/{name}"] = {"checkpoint": str(checkpoint), **out}
             rows[(root.name, name)] = out["metrics"]
         if args.user_boxes is not None:
@@ -117,14 +132,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"({user['n_boxes']} boxes, pooled {user['pooled_mean_iou']:.3f} "
                 f"± {user['pooled_std_iou']:.3f})"
             )
-    args.out.mkdir(parents=True, exist_ok=True)
+    if not results:
+        raise ValueError(f"no instance was attacked; {args.out} was left as it was")
     settings = {k: v for k, v in vars(args).items() if k not in ("checkpoint", "out")}
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()}
-    (args.out / "breps.json").write_text(
-        json.dumps({"settings": settings, "results": results}, indent=1)
-    )
+    payload = json.dumps({"settings": settings, "results": results}, indent=1)
+    write_text_atomic(args.out / "breps.json", payload)
     table = breps_table(rows)
-    (args.out / "breps.md").write_text(table + "\n")
+    write_text_atomic(args.out / "breps.md", table + "\n")
     print(table)
     return 0
 

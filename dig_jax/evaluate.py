@@ -133,14 +133,35 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         parser.error(f"--nog-kinds: unknown {bad}; use {[k.name.lower() for k in GestureKind]}")
     modes = tuple(m for m in args.modes.split(",") if m)
+    if not modes or set(modes) - {"creation", "refinement"}:
+        parser.error(f"--modes: use creation and/or refinement, got {args.modes!r}")
+    specs = [d for d in args.datasets.split(",") if d]
+    if not specs:
+        parser.error("--datasets: name at least one dataset")
     try:
+        datasets = [(spec, load_dataset(spec)) for spec in specs]
         predictors = [make_predictor(name, args) for name in names]
-    except ValueError as error:
+    except ValueError as error:  # unknown source spec, unreadable or NaN checkpoint
         parser.error(str(error))
+    try:
+        results, counts, nogs, skipped = run(args, datasets, predictors, modes, nog_kinds)
+    except FloatingPointError as error:  # NaN predictions: no table of 0.000 scores
+        print(f"error: {error}; nothing was written", file=sys.stderr)
+        return 1
+    if not any(counts.values()) and not nogs:
+        print(f"error: no sample was evaluated; {args.out} was left as it was", file=sys.stderr)
+        return 1
+    write_results(args, names, modes, results, counts, nogs, skipped)
+    return 0
+
+
+def run(
+    args: argparse.Namespace, datasets: list, predictors: list, modes: tuple, nog_kinds: list
+) -> tuple[dict, dict, dict, SkipLog]:
+    """(results, counts, nogs, skipped) of every predictor on every (spec, records) dataset."""
     results, counts, nogs = {}, {}, {}
     skipped = SkipLog()
-    for spec in [d for d in args.datasets.split(",") if d]:
-        records = load_dataset(spec)
+    for spec, records in datasets:
         samples = list(
             evaluation_samples(
                 records, max_side=args.max_side, modes=modes, seed=args.seed, skipped=skipped
@@ -165,6 +186,16 @@ def main(argv: list[str] | None = None) -> int:
                     "NoF@90": int(out["failed"][:, 1].sum()),
                     "instances": len(items),
                 }
+    return results, counts, nogs, skipped
+
+
+def write_results(
+    args: argparse.Namespace, names: list[str], modes: tuple, results: dict, counts: dict,
+    nogs: dict, skipped: SkipLog,
+) -> None:  # fmt: skip
+    """Print the tables; write `tables.md` and `metrics.json` (each replaced atomically)."""
+    from dig_jax.outputs import write_text_atomic
+
     tables = []
     for phase, mode in (("create", "creation"), ("refine", "refinement")):
         if mode in modes:
@@ -177,8 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     if skipped:
         print(f"\nskipped {len(skipped)} item(s); see metrics.json")
     out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "tables.md").write_text(text + "\n")
+    write_text_atomic(out_dir / "tables.md", text + "\n")
     payload = {
         "predictors": names,
         "max_side": args.max_side,
@@ -189,8 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         "nog": nogs,
         "skipped": skipped.items,
     }
-    (out_dir / "metrics.json").write_text(json.dumps(payload, indent=2))
-    return 0
+    write_text_atomic(out_dir / "metrics.json", json.dumps(payload, indent=2))
 
 
 if __name__ == "__main__":

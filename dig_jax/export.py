@@ -33,9 +33,10 @@ def save_segmenter(path: str | Path, variables: dict, config: Any) -> Path:
     else:
         config_json = json.dumps(config)
     header = config_json.encode()
-    payload = serialization.msgpack_serialize(
-        jax.device_get(serialization.to_state_dict(variables))
-    )
+    state = jax.device_get(serialization.to_state_dict(variables))
+    if not _all_finite(state):
+        raise ValueError(f"refusing to export {path}: the variables hold NaN or Inf")
+    payload = serialization.msgpack_serialize(state)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_bytes(MAGIC + struct.pack("<Q", len(header)) + header + payload)
@@ -43,15 +44,62 @@ def save_segmenter(path: str | Path, variables: dict, config: Any) -> Path:
     return path
 
 
+def _all_finite(tree: Any) -> bool:
+    """True when no floating-point leaf of `tree` holds NaN or Inf."""
+    leaves = (np.asarray(x) for x in jax.tree.leaves(tree))
+    return all(np.isfinite(x).all() for x in leaves if np.issubdtype(x.dtype, np.inexact))
+
+
 def _read(path: Path) -> tuple[ml_collections.ConfigDict, dict]:
-    data = path.read_bytes()
+    """(config, variables) of a segmenter file; ValueError naming `path` for a foreign,
+    truncated or corrupt file."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise ValueError(f"path {path} cannot be read ({error})") from None
     if not data.startswith(MAGIC):
         raise ValueError(f"path {path} is not a dig_jax segmenter file (bad magic bytes)")
     start = len(MAGIC) + 8
+    if len(data) < start:
+        raise ValueError(f"path {path} is a truncated segmenter file (header cut short)")
     (length,) = struct.unpack("<Q", data[len(MAGIC) : start])
-    config = ml_collections.ConfigDict(json.loads(data[start : start + length].decode()))
-    variables = serialization.msgpack_restore(data[start + length :])
+    if start + length >= len(data):
+        raise ValueError(f"path {path} is a truncated segmenter file (config or weights missing)")
+    try:
+        config = ml_collections.ConfigDict(json.loads(data[start : start + length].decode()))
+    except (ValueError, TypeError, AttributeError) as error:
+        raise ValueError(f"path {path}: the config header is not a JSON object ({error})") from None
+    try:
+        variables = serialization.msgpack_restore(data[start + length :])
+    except Exception as error:  # msgpack raises its own types for cut or damaged data
+        raise ValueError(
+            f"path {path}: the weights cannot be decoded, the file is truncated or corrupt "
+            f"({type(error).__name__})"
+        ) from None
+    if not isinstance(variables, dict) or not isinstance(variables.get("params"), dict):
+        raise ValueError(f"path {path}: the weights are not a Flax variables dict with 'params'")
     return config, variables
+
+
+def _check_variables(path: Path, segmenter: LoadedSegmenter) -> None:
+    """ValueError naming `path` unless the weights are finite (a diverged run's NaN must not
+    turn into 0.000 scores) and fit the model the config builds. The fit is checked by tracing
+    the jitted logits function once at batch 1 (the trace `predict` reuses)."""
+    if not _all_finite(segmenter.variables):
+        raise ValueError(
+            f"path {path}: the weights hold NaN or Inf (a diverged or corrupted training run)"
+        )
+    x = jax.ShapeDtypeStruct(
+        (1, segmenter.size, segmenter.size, segmenter.model.in_channels), jnp.float32
+    )
+    try:
+        segmenter._logits.trace(x)
+    except Exception as error:  # flax names the first parameter whose shape or name differs
+        message = str(error).strip().splitlines()[0][:300] if str(error) else ""
+        raise ValueError(
+            f"path {path}: the weights do not fit the model its config describes "
+            f"({type(error).__name__}: {message})"
+        ) from None
 
 
 def _finite(logits: np.ndarray) -> np.ndarray:
@@ -183,4 +231,12 @@ def load_segmenter(path: str | Path) -> LoadedSegmenter:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"path {path} does not exist")
-    return LoadedSegmenter(*_read(path))
+    config, variables = _read(path)
+    try:
+        segmenter = LoadedSegmenter(config, variables)
+    except (KeyError, AttributeError, TypeError, ValueError) as error:
+        raise ValueError(
+            f"path {path}: the config does not describe a segmenter ({error})"
+        ) from None
+    _check_variables(path, segmenter)
+    return segmenter

@@ -37,6 +37,7 @@ from dig_jax.data.sources.coco_json import scan_coco_json
 from dig_jax.data.sources.dig_json import DigRowWriter, write_dig_json
 from dig_jax.data.sources.record import LoadedRecord, Record, resize_loaded
 from dig_jax.gestures.types import Context, GestureKind
+from dig_jax.outputs import replace_with, staging_dir
 from dig_jax.paths import data_root
 
 KIND_NAMES = [k.name.lower() for k in GestureKind]
@@ -148,9 +149,41 @@ def build(
     multi: bool = True,
     progress: bool = True,
 ) -> dict[str, collections.Counter]:
-    """Build the dataset into `out`; returns the per-source counters (also in summary.json)."""
+    """Build the dataset into `out`; returns the per-source counters (also in summary.json).
+
+    Everything is built in a staging folder beside `out`, then `images/`, `dig.json` and
+    `summary.json` replace those in `out`; a build that produced no sample raises ValueError
+    and leaves `out` as it was. `limit`: at most this many records per source (None = all).
+    """
     out = Path(out)
-    (out / "images").mkdir(parents=True, exist_ok=True)
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit: must be >= 0 or None, got {limit}")
+    stage = staging_dir(out)
+    try:
+        rows, table = _build_rows(sources, stage / "images", image_size=image_size, seed=seed,
+                                  limit=limit, kinds=kinds, refinement=refinement, multi=multi,
+                                  progress=progress)  # fmt: skip
+        if not rows:
+            raise ValueError(
+                f"no sample was built from sources {sources} (see the bad items reported); "
+                f"{out} was left as it was"
+            )
+        write_dig_json(stage / "dig.json", rows)
+        summary = json.dumps({k: dict(v) for k, v in table.items()}, indent=1)
+        (stage / "summary.json").write_text(summary)
+        for name in ("images", "dig.json", "summary.json"):
+            replace_with(stage / name, out / name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return table
+
+
+def _build_rows(
+    sources: list[str], images: Path, *, image_size: int | None, seed: int, limit: int | None,
+    kinds: tuple[int, ...], refinement: bool, multi: bool, progress: bool,
+) -> tuple[list[dict], dict[str, collections.Counter]]:  # fmt: skip
+    """DIG JSON rows of every source (images written into `images`) and per-source counters."""
+    images.mkdir(parents=True, exist_ok=True)
     size = (image_size, image_size) if image_size else (256, 256)
     rows, table = [], {}
     for source_index, spec in enumerate(sources):
@@ -159,7 +192,7 @@ def build(
         for problem in problems:
             print(f"bad item: {problem}", file=sys.stderr)
         stats["bad items"] += len(problems)
-        records = records[:limit] if limit else records
+        records = records if limit is None else records[:limit]
         for i, record in enumerate(tqdm(records, desc=spec, disable=not progress)):
             if not isinstance(record, Record):
                 raise ValueError(f"sources: {spec} holds prebuilt samples, not records")
@@ -184,14 +217,28 @@ def build(
                 print(f"bad item: {record.describe}: {err}", file=sys.stderr)
                 stats["bad items"] += 1
                 continue
-            file_name = _write_image(record, loaded, resized, out / "images", img_id)
+            file_name = _write_image(record, loaded, resized, images, img_id)
             writer.row["file_name"] = file_name
             stats.update(counts)
             stats["images"] += 1
             rows.append(writer.row)
-    write_dig_json(out / "dig.json", rows)
-    (out / "summary.json").write_text(json.dumps({k: dict(v) for k, v in table.items()}, indent=1))
-    return table
+    return rows, table
+
+
+def parse_kinds(text: str) -> tuple[int, ...]:
+    """Gesture kinds from "0,4" or "click,rectangle" (codes or names, comma separated)."""
+    names = {k.name.lower(): int(k) for k in GestureKind}
+    kinds = []
+    for item in (t.strip().lower() for t in text.split(",")):
+        if item.isdigit() and int(item) in names.values():
+            kinds.append(int(item))
+        elif item in names:
+            kinds.append(names[item])
+        else:
+            raise ValueError(
+                f"--kinds: {item!r} is not a gesture kind; use codes 0..4 or names {list(names)}"
+            )
+    return tuple(dict.fromkeys(kinds))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,9 +258,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--limit", type=int, default=None, help="at most this many records per source"
+        "--limit", type=int, default=None, help="at most this many records per source (>= 1)"
     )
-    parser.add_argument("--kinds", default="0,1,2,3,4", help="gesture kinds, comma separated")
+    parser.add_argument(
+        "--kinds", default="0,1,2,3,4", help="gesture kinds, comma separated (codes or names)"
+    )
     parser.add_argument("--no-refinement", action="store_true")
     parser.add_argument("--no-multi", action="store_true")
     parser.add_argument(
@@ -222,12 +271,21 @@ def main(argv: list[str] | None = None) -> int:
         help="also pack the samples as a TFDS array_record dataset (dig_samples) under this folder",
     )
     args = parser.parse_args(argv)
-    kinds = tuple(int(k) for k in args.kinds.split(","))
-    if any(k not in range(5) for k in kinds):
-        parser.error(f"--kinds: codes must be in 0..4, got {args.kinds}")
-    table = build(args.source, args.out, image_size=args.image_size, seed=args.seed,
-                  limit=args.limit, kinds=kinds, refinement=not args.no_refinement,
-                  multi=not args.no_multi)  # fmt: skip
+    try:
+        kinds = parse_kinds(args.kinds)
+    except ValueError as error:
+        parser.error(str(error))
+    if args.limit is not None and args.limit < 1:
+        parser.error(f"--limit must be >= 1, got {args.limit}")
+    if args.image_size is not None and args.image_size < 16:
+        parser.error(f"--image-size must be >= 16 px, got {args.image_size}")
+    try:
+        table = build(args.source, args.out, image_size=args.image_size, seed=args.seed,
+                      limit=args.limit, kinds=kinds, refinement=not args.no_refinement,
+                      multi=not args.no_multi)  # fmt: skip
+    except ValueError as error:  # a bad source spec, or nothing built
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     print(format_summary(table))
     if args.tfds_dir:
         from dig_jax.data.tfds_builder import DigSamples  # imports tensorflow_datasets

@@ -19,6 +19,9 @@ Bad items never stop the pipeline: a record or entry whose loading or sampling r
 (every source reports a corrupt file or field that way), and a row a JSON source cannot list,
 is logged, skipped and counted (`bad_item_count()`, per process: grain worker processes keep
 their own counts). Records without a usable region yield nothing (not counted as bad).
+A source whose first `max_failures` tries (default 200) all fail, either way, stops the
+pipeline with `NoValidSampleError` naming the source and its first reasons, instead of
+skipping forever (each grain worker process counts its own tries).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -61,6 +65,21 @@ def bad_item_count() -> int:
         return _bad_items[0]
 
 
+class NoValidSampleError(ValueError):
+    """A source gave no valid sample in its first `max_failures` tries."""
+
+
+# (transform token, source name) -> [failed tries, any success, first reasons]; per process.
+_source_health: dict[tuple[str, str], list] = {}
+MAX_REASONS = 3
+
+
+def _source_name(element: Any) -> str:
+    if isinstance(element, Record):
+        return element.source
+    return getattr(element, "json_path", "") or type(element).__name__
+
+
 @dataclasses.dataclass(frozen=True)
 class PipelineConfig:
     """Arguments of `make_dataset`.
@@ -79,6 +98,8 @@ class PipelineConfig:
     kinds: gesture kinds to draw from (codes 0..4).
     max_side: photos whose long side exceeds this (px) are shrunk to it before sampling
       (None = the photo's own size).
+    max_failures: a source whose first this-many tries all fail (bad file, no usable region)
+      raises NoValidSampleError (0 = skip forever).
     """
 
     sources: tuple = ("procedural",)
@@ -93,6 +114,7 @@ class PipelineConfig:
     num_epochs: int | None = None
     kinds: tuple[int, ...] = tuple(int(k) for k in ALL_KINDS)
     max_side: int | None = 640
+    max_failures: int = 200
 
     def __post_init__(self) -> None:
         for name in ("prior_prob", "multi_region_prob"):
@@ -112,6 +134,8 @@ class PipelineConfig:
             raise ValueError(f"max_side: must be >= 16 px or None, got {self.max_side}")
         if not self.kinds or any(int(k) not in range(5) for k in self.kinds):
             raise ValueError(f"kinds: must be a non-empty subset of 0..4, got {self.kinds}")
+        if self.max_failures < 0:
+            raise ValueError(f"max_failures: must be >= 0, got {self.max_failures}")
 
     @property
     def size(self) -> tuple[int, int]:
@@ -131,8 +155,7 @@ def resolve_source(spec: str, *, image_size: tuple[int, int] = (256, 256)) -> li
     """
     kind, _, rest = spec.partition(":")
     if kind == "procedural":
-        parts = [int(p) for p in rest.split(":") if p] if rest else []
-        n, seed = (parts + [1000, 0][len(parts) :])[:2]
+        n, seed = _procedural_args(spec, rest)
         return procedural(seed, n, size=image_size)
     if kind in ("grabcut", "berkeley", "coco_mval"):
         return benchmark_folder(data_root() / kind)
@@ -158,6 +181,21 @@ def resolve_source(spec: str, *, image_size: tuple[int, int] = (256, 256)) -> li
             report_bad_item(problem)
         return items
     raise ValueError(f"sources: unknown source spec {spec!r}")
+
+
+def _procedural_args(spec: str, rest: str) -> tuple[int, int]:
+    """(N, SEED) of "procedural[:N[:SEED]]"; ValueError naming the spec otherwise."""
+    parts = rest.split(":") if rest else []
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(values) != len(parts) or len(values) > 2 or (values and values[0] < 1):
+        raise ValueError(
+            f"sources: {spec!r} must be procedural[:N[:SEED]] with integers N >= 1 and SEED"
+        )
+    n, seed = (values + [1000, 0][len(values) :])[:2]
+    return n, seed
 
 
 def resize_sample(sample: Sample, size: tuple[int, int]) -> Sample:
@@ -205,8 +243,16 @@ class SampleTransform:
     kinds: tuple[int, ...]
     max_side: int | None = None
     augment: bool = False
+    max_failures: int = 0
+    token: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)
 
     def __call__(self, element: Record | DigEntry, rng: np.random.Generator) -> Sample | None:
+        sample, reason = self._make(element, rng)
+        self._track(element, sample is not None, reason)
+        return sample
+
+    def _make(self, element: Record | DigEntry, rng: np.random.Generator) -> tuple[Any, str]:
+        """(sample, "") or (None, why not)."""
         try:
             if not isinstance(element, Record):
                 sample = element.load()
@@ -219,12 +265,36 @@ class SampleTransform:
                     multi_region_prob=self.multi_region_prob, kinds=self.kinds,
                 )  # fmt: skip
                 if sample is None:
-                    return None
-            return zoom_sample(sample, self.size[0], rng if self.augment else None)
+                    name = element.describe or f"{element.source}:{element.image_id}"
+                    return None, f"{name}: no usable region (>= 300 px)"
+            return zoom_sample(sample, self.size[0], rng if self.augment else None), ""
         except ValueError as err:
             name = getattr(element, "describe", "") if isinstance(element, Record) else ""
-            report_bad_item(f"{name}: {err}" if name and name not in str(err) else str(err))
-            return None
+            message = f"{name}: {err}" if name and name not in str(err) else str(err)
+            report_bad_item(message)
+            return None, message
+
+    def _track(self, element: Any, ok: bool, reason: str) -> None:
+        """Raise NoValidSampleError once a source has failed `max_failures` tries without a
+        single valid sample (per process)."""
+        if self.max_failures <= 0:
+            return
+        source = _source_name(element)
+        with _bad_items_lock:
+            entry = _source_health.setdefault((self.token, source), [0, False, []])
+            if ok or entry[1]:
+                entry[1] = True
+                return
+            entry[0] += 1
+            if len(entry[2]) < MAX_REASONS and reason not in entry[2]:
+                entry[2].append(reason)
+            if entry[0] < self.max_failures:
+                return
+            tries, reasons = entry[0], list(entry[2])
+        raise NoValidSampleError(
+            f"source {source!r} gave no valid sample in {tries} tries; first reasons: "
+            + " | ".join(reasons)
+        )
 
 
 def fit_within(shape: tuple[int, int], max_side: int) -> tuple[int, int]:
@@ -315,7 +385,7 @@ def make_dataset(
         ds = ds.shuffle(seed=int(shuffle_seed)).repeat(cfg.num_epochs)
     transform = SampleTransform(
         cfg.size, cfg.prior_prob, cfg.multi_region_prob if train else 0.0, cfg.kinds,
-        cfg.max_side, augment=train,
+        cfg.max_side, augment=train, max_failures=cfg.max_failures,
     )  # fmt: skip
     ds = ds.random_map(transform, seed=int(map_seed))
     read = grain.ReadOptions(num_threads=cfg.read_threads, prefetch_buffer_size=2 * cfg.batch_size)

@@ -13,6 +13,10 @@ closed polyline (last point joined back to the first) for lassos and rectangles.
   cumulative sum, so the cost is O(N * H + H * W) per gesture instead of O(N * H * W).
 
 The two agree exactly except for pixel centres within ~1e-3 px of the brush edge (float32 rounding).
+Far-away points: both refuse coordinates beyond ±`MAX_COORD` px (ValueError), and
+`rasterize_batch` clips segments reaching far outside the image on the host in float64, as
+`rasterize` does, before the float32 device code sees them (inside a caller's jit it cannot:
+keep traced points within a few image sizes there).
 `distance_map` is the scipy Euclidean distance transform to the marked pixels.
 """
 
@@ -29,6 +33,17 @@ from scipy import ndimage
 from dig_jax.gestures.types import BRUSH_RADIUS, Gesture, GestureKind
 
 _PIECE = 4.0  # px, longest segment piece in the numpy reference
+MAX_COORD = 1e10  # px: beyond this even float64 clipping loses sub-pixel precision
+
+
+def _check_coords(points: np.ndarray) -> None:
+    """ValueError naming `points` when a finite coordinate lies beyond ±MAX_COORD px."""
+    points = np.asarray(points, np.float64)
+    finite = points[np.isfinite(points)]
+    if finite.size and np.abs(finite).max() > MAX_COORD:
+        raise ValueError(
+            f"points: coordinates must lie within ±{MAX_COORD:g} px, got {np.abs(finite).max():g}"
+        )
 
 
 def _check_shape(shape: Sequence[int]) -> tuple[int, int]:
@@ -107,6 +122,7 @@ def rasterize(gesture: Gesture, shape: Sequence[int], radius: float = BRUSH_RADI
     """Reference rasteriser: uint8[H, W] in {0, 1}, 1 where the brush covers the pixel centre."""
     h, w = _check_shape(shape)
     radius = _check_radius(radius)
+    _check_coords(gesture.points)
     box = (-radius - 1.0, -radius - 1.0, w + radius, h + radius)
     a, b = _split_segments(*clip_segments(*gesture_segments(gesture), box), _PIECE)
     size = int(np.ceil(2 * radius + _PIECE)) + 2
@@ -300,7 +316,44 @@ def rasterize_batch(
     """
     shape = _check_shape(shape)
     _check_batch_shapes(points, lengths, kinds, closed)
-    return _rasterize_batch(points, lengths, kinds, closed, shape, _check_radius(radius))
+    radius = _check_radius(radius)
+    try:  # concrete points are checked, and clipped on the host when they reach far out
+        host = np.asarray(points, np.float64)
+    except jax.errors.TracerArrayConversionError:  # traced inside a caller's jit
+        host = None
+    if host is not None:
+        _check_coords(host)
+        if np.abs(np.nan_to_num(host)).max() > 2 * max(shape) + 16:
+            clipped = _host_clip(host, lengths, kinds, closed, shape, radius)
+            points, lengths, kinds, closed = clipped
+    return _rasterize_batch(points, lengths, kinds, closed, shape, radius)
+
+
+def _host_clip(points, lengths, kinds, closed, shape, radius):
+    """The same brush strokes with every segment clipped (float64, as `rasterize` does) to the
+    image enlarged by the radius: each gesture becomes an open polyline a0 b0 NaN a1 b1 NaN ...
+    whose NaN rows break it into the clipped segments."""
+    points, lengths = np.asarray(points, np.float64), np.asarray(lengths)
+    kinds, closed = np.asarray(kinds), np.asarray(closed)
+    h, w = shape
+    box = (-radius - 1.0, -radius - 1.0, w + radius, h + radius)
+    n = points.shape[1]
+    lines = []
+    for pts, length, kind, loop in zip(points, lengths, kinds, closed, strict=True):
+        count = 0 if length <= 0 else (1 if kind == GestureKind.CLICK else min(int(length), n))
+        p = pts[:count]
+        q = np.roll(p, -1, axis=0) if loop else np.concatenate([p[1:], p[-1:]])
+        ok = np.isfinite(p).all(1) & np.isfinite(q).all(1)
+        a, b = clip_segments(p[ok], q[ok], box)
+        line = np.stack([a, b, np.full_like(a, np.nan)], 1).reshape(-1, 2)[:-1]
+        lines.append(line)
+    longest = max(1, *(len(line) for line in lines))
+    out = np.zeros((len(lines), longest, 2), np.float32)
+    for i, line in enumerate(lines):
+        out[i, : len(line)] = line
+    count = np.array([len(line) for line in lines], np.int32)
+    scribble = np.full(len(lines), int(GestureKind.SCRIBBLE), np.int32)
+    return out, count, scribble, np.zeros(len(lines), bool)
 
 
 def distance_map(gesture_map: np.ndarray) -> np.ndarray:

@@ -40,6 +40,16 @@ RECT_SPREAD = (0.10, 0.15)
 MAX_REDRAWS = 10
 
 
+def check_rng(rng: object) -> np.random.Generator:
+    """`rng` itself if it is a numpy Generator; ValueError naming `rng` otherwise (None too:
+    every simulator takes an explicit Generator, so the same seed gives the same gesture)."""
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(
+            f"rng must be a numpy.random.Generator (e.g. np.random.default_rng(0)), got {rng!r}"
+        )
+    return rng
+
+
 def as_region(mask: np.ndarray, name: str = "target") -> np.ndarray:
     """Validate a region mask (bool or integer {0, 1}, 2-D, non-empty) and return it as bool.
 
@@ -203,6 +213,7 @@ def simulate_creation(
         kind = GestureKind(int(kind))
     except ValueError:
         raise ValueError(f"kind must be a GestureKind code 0-4, got {kind}") from None
+    check_rng(rng)
     region = as_region(target, "target")
     if kind == GestureKind.CLICK:
         return Gesture(kind, click_points(region, rng), closed=False)
@@ -229,5 +240,6 @@ def simulate_refinement(
     """
     if int(context) not in (Context.ADD, Context.REMOVE):
         raise ValueError(f"context must be Context.ADD (1) or Context.REMOVE (0), got {context}")
+    check_rng(rng)
     region = as_region(error, "error")
     return simulate_creation(kind, region, rng)

@@ -20,6 +20,11 @@ def xp_of(*arrays: Any) -> ModuleType:
     return jnp if is_jax(*arrays) else np
 
 
+def as_array(value: Any) -> Any:
+    """jax Arrays (tracers included) as they are; anything else (lists, scalars) as numpy."""
+    return value if is_jax(value) else np.asarray(value)
+
+
 def check_mask(name: str, mask: Any, *, allow_void: bool, void: int = 255) -> None:
     """Raise ValueError unless `mask` is bool/integer with values in {0, 1} (or `void`)."""
     dtype = np.dtype(mask.dtype)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from dig_jax.metrics._backend import (
+    as_array,
     check_mask,
     check_same_shape,
     check_unit_interval,
@@ -28,7 +29,9 @@ def iou(pred: Any, gt: Any, void: int = VOID) -> Any:
       void: label of ignored ground-truth pixels.
     Returns:
       float `[...]`; the IoU of two empty masks (after removing void) is 1.0.
+    Python lists are read as numpy arrays.
     """
+    pred, gt = as_array(pred), as_array(gt)
     check_mask("pred", pred, allow_void=False)
     check_mask("gt", gt, allow_void=True, void=void)
     check_same_shape(pred=pred, gt=gt)
@@ -71,6 +74,8 @@ def rice_scores(pred: Any, prev: Any | None, gt_global: Any, gt_local: Any) -> d
     `prev=None` or an all-zero `prev` means creation (β = 0). All masks `[..., H, W]`; GTs may
     hold void (255). Returns `rice_global`, `rice_local`, `iou_global`, `iou_local`, each `[...]`.
     """
+    pred, gt_global, gt_local = as_array(pred), as_array(gt_global), as_array(gt_local)
+    prev = None if prev is None else as_array(prev)
     check_same_shape(pred=pred, gt_global=gt_global, gt_local=gt_local)
     xp = xp_of(pred, prev, gt_global, gt_local)
     out: dict[str, Any] = {}

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from dig_jax.metrics._backend import is_jax, xp_of
+from dig_jax.metrics._backend import as_array, is_jax, xp_of
 
 DEFAULT_THRESHOLDS = (0.80, 0.85, 0.90)
 MAX_INTERACTIONS = 20
@@ -21,13 +21,17 @@ def noc(
     """Interactions needed to reach each IoU threshold.
 
     Args:
-      ious: float `[..., T]`, the IoU after interaction 1..T (T <= max_interactions).
+      ious: float `[..., T]`, the IoU after interaction 1..T (T <= max_interactions); lists
+        and integer or bool arrays (0 / 1 IoUs) are read as floats.
       thresholds: IoU levels t; reaching means IoU >= t (ties count as reached).
     Returns:
       `noc`: int32 `[..., len(thresholds)]`, the 1-based index of the first interaction with
       IoU >= t, else `max_interactions`; `failed`: bool, same shape, True where t was never reached.
     """
+    ious = as_array(ious)
     xp = xp_of(ious)
+    if not xp.issubdtype(ious.dtype, xp.floating):  # int IoUs would truncate the thresholds
+        ious = ious.astype(xp.float32 if is_jax(ious) else xp.float64)
     if ious.ndim < 1 or ious.shape[-1] == 0:
         raise ValueError(f"ious must have shape [..., T] with T >= 1, got {tuple(ious.shape)}")
     if ious.shape[-1] > max_interactions:

@@ -71,7 +71,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(error))
     from dig_jax.train.train import train
 
-    result = train(config, args.workdir)
+    try:
+        result = train(config, args.workdir)
+    except (ValueError, FloatingPointError, OSError) as error:
+        # Bad config, changed model vs. checkpoints, divergence, unwritable checkpoints, a
+        # data source without one valid sample: one line, non-zero exit, nothing exported.
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     print(f"done: step {result.step}, workdir {args.workdir}")
     return 0
 

@@ -76,6 +76,7 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     c.model.backbone = "hrnet18s"  # or "efficientnet_lite0" (`with_lite_backbone`)
     c.model.pretrained = ""  # "imagenet" or a weights path (EfficientNet-Lite0 only)
     c.model.depthwise_impl = "auto"  # EfficientNet depthwise convs: auto | shift | xla
+    c.model.fine_head = False  # EfficientNet: stride-2 boundary refinement of the logits
     small = variant in ("demo", "tiny")
     c.model.aux_reduce = 4 if variant == "tiny" else (16 if small else 48)
     c.model.aux_pool = 4 if variant == "tiny" else (8 if small else 32)
@@ -131,13 +132,14 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
 
 def with_lite_backbone(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     """Switch to EfficientNet-Lite0 with ImageNet features (except `tiny`, which starts from
-    random weights to stay fast) and a light FPN decoder, in place.
+    random weights to stay fast), a light FPN decoder and a stride-2 refinement, in place.
 
     The backbone is fine-tuned at 0.1× the learning rate; `offline` trains at 224² (the zoom
     crops keep objects large), for about 8 h on 2 CPU cores (see checkpoints/README.md).
     """
     config.model.backbone = "efficientnet_lite0"
     config.model.pretrained = "" if config.variant == "tiny" else "imagenet"
+    config.model.fine_head = True
     config.model.head_width = {"paper": 96, "offline": 64, "demo": 32, "tiny": 8}[config.variant]
     config.optim.backbone_lr_mult = 0.1
     if config.variant == "offline":
@@ -246,8 +248,13 @@ def validate_config(c: ml_collections.ConfigDict, num_devices: int | None = None
     if (loss.context_weight > 0 or loss.kind_weight > 0) and not m.multihead:
         raise ValueError("config.loss.context_weight/kind_weight need config.model.multihead=True")
     o = c.optim
-    _check(o.lr > 0, "optim.lr", "must be > 0", o.lr)
-    _check(o.weight_decay >= 0, "optim.weight_decay", "must be >= 0", o.weight_decay)
+    _check(0 < o.lr < float("inf"), "optim.lr", "must be a finite number > 0", o.lr)
+    _check(
+        0 <= o.weight_decay < float("inf"),
+        "optim.weight_decay",
+        "must be a finite number >= 0",
+        o.weight_decay,
+    )
     _check(
         o.schedule in ("constant", "warmup_cosine"),
         "optim.schedule",

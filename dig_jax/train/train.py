@@ -4,6 +4,9 @@ config -> device mesh (`data` axis) -> abstract init (`jax.eval_shape`) + sharde
 grain input (per-process batches assembled into global arrays) -> jitted, donated train step ->
 periodic RICE evaluation per gesture kind -> orbax checkpoints (auto-resume, data position
 included) -> JSONL metrics + tqdm progress -> exported segmenter file.
+A NaN guard (an all-finite flag from every step) stops training before a non-finite state is
+saved or exported; a resume whose config builds another model stops before touching anything
+(`dig_jax.train.checkpointing`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import dataclasses
 import functools
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -81,7 +85,40 @@ def train_step(state: TrainState, batch: dict, *, model, input_kind: str, loss_c
 
     (loss, (parts, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
     new_state = state.apply_gradients(grads, batch_stats)
-    return new_state, {"loss": loss, **parts, "grad_norm": optax.global_norm(grads)}
+    grad_norm = optax.global_norm(grads)
+    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & tree_all_finite(new_state)
+    return new_state, {"loss": loss, **parts, "grad_norm": grad_norm, "finite": finite}
+
+
+def tree_all_finite(tree: Any) -> jax.Array:
+    """Scalar bool: no NaN/Inf in any floating-point leaf of `tree` (jnp, inside jit)."""
+    flags = [
+        jnp.all(jnp.isfinite(x))
+        for x in jax.tree.leaves(tree)
+        if jnp.issubdtype(jnp.result_type(x), jnp.inexact)
+    ]
+    return jnp.all(jnp.stack(flags)) if flags else jnp.asarray(True)
+
+
+class NonFiniteError(FloatingPointError):
+    """Training produced NaN/Inf: nothing of that state is saved or exported."""
+
+
+def check_finite(flag: Any, step: int, manager: Any, metrics: dict | None = None) -> None:
+    """Raise NonFiniteError naming `step` and the last good checkpoint unless `flag` holds."""
+    if bool(jax.device_get(flag)):
+        return
+    shown = ""
+    if metrics is not None:
+        values = jax.device_get({k: metrics[k] for k in ("loss", "grad_norm") if k in metrics})
+        shown = " (" + ", ".join(f"{k}={float(v):.4g}" for k, v in values.items()) + ")"
+    steps = manager.all_steps()
+    kept = f"step {max(steps)}" if steps else "none"
+    raise NonFiniteError(
+        f"training diverged: NaN/Inf loss, gradients or parameters at step {step}{shown}. "
+        f"Stopped without saving or exporting that state; last good checkpoint: {kept} in "
+        f"{manager.directory}. Lower optim.lr (or set optim.grad_clip) and resume."
+    )
 
 
 def eval_step(variables: dict, batch: dict, *, model, input_kind: str) -> dict[str, jax.Array]:
@@ -109,17 +146,22 @@ class _JsonlWriter:
 
     def drop_after(self, step: int) -> None:
         """Keep only rows with `step` <= step (and whole JSON lines): a resumed run re-logs the
-        steps after its checkpoint, so they must not appear twice."""
+        steps after its checkpoint, so they must not appear twice. The previous file is kept
+        as `metrics.jsonl.bak` when rows are dropped."""
         if not (self.enabled and self.path.is_file()):
             return
+        lines = self.path.read_text().splitlines()
         kept = []
-        for line in self.path.read_text().splitlines():
+        for line in lines:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError:  # a line cut short by a kill
                 continue
             if isinstance(row, dict) and row.get("step", step + 1) <= step:
                 kept.append(line + "\n")
+        if len(kept) == len(lines):
+            return
+        shutil.copyfile(self.path, self.path.with_suffix(".jsonl.bak"))
         tmp = self.path.with_suffix(".jsonl.tmp")
         tmp.write_text("".join(kept))
         tmp.replace(self.path)
@@ -131,6 +173,23 @@ class _JsonlWriter:
                 f.write(json.dumps(row) + "\n")
 
 
+def _shut_down(bar: Any, train_iter: Any, manager: Any, *, quiet: bool) -> None:
+    """Close the progress bar and grain workers, wait for pending saves and close the manager;
+    a failed pending save raises CheckpointSaveError (unless `quiet`: already failing)."""
+    bar.close()
+    if hasattr(train_iter, "close"):
+        train_iter.close()  # stops grain worker processes
+    try:
+        manager.wait_until_finished()
+        manager.close()
+    except Exception as error:
+        if not quiet:
+            raise checkpointing.CheckpointSaveError(
+                f"a checkpoint save in {manager.directory} failed "
+                f"({type(error).__name__}: {str(error)[:200]})"
+            ) from error
+
+
 def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -> TrainResult:
     """Train (or resume) per `config` in `workdir`; `stop_after_steps` ends this call early
     (with a checkpoint), as a preemption would. Returns the final state and last eval metrics."""
@@ -140,8 +199,6 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
     workdir = Path(workdir)
     primary = jax.process_index() == 0
     workdir.mkdir(parents=True, exist_ok=True)
-    if primary:
-        (workdir / "config.json").write_text(config.to_json_best_effort(indent=2))
     writer = _JsonlWriter(workdir / "metrics.jsonl", primary)
 
     # Model, optimizer and state: shapes first, then a sharded (replicated) init.
@@ -175,7 +232,16 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
         abstract_state,
         state_sharding,
     )
-    restored = checkpointing.restore_latest(manager, abstract_sharded, train_iter)
+    # A config whose model differs from the checkpoints raises here, before anything changes.
+    try:
+        restored = checkpointing.restore_latest(manager, abstract_sharded, train_iter, config)
+    except BaseException:
+        if hasattr(train_iter, "close"):
+            train_iter.close()
+        manager.close()
+        raise
+    if primary:
+        (workdir / "config.json").write_text(config.to_json_best_effort(indent=2))
     if restored is None:
         start_step = 0
         state = jax.jit(init_fn, out_shardings=state_sharding)(key)
@@ -227,34 +293,47 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
     )
     timer, timer_step = time.perf_counter(), start_step
     step = start_step
-    for step in range(start_step + 1, end_step + 1):
-        # Copy out of grain's shared-memory buffers so they are released right away.
-        batch = to_global({k: np.array(v) for k, v in next(train_iter).items()}, mesh)
-        state, metrics = step_fn(state, batch)
-        bar.update(1)
-        if step % config.log_every == 0 or step == end_step:
-            metrics = jax.device_get(metrics)
-            elapsed = time.perf_counter() - timer
-            rate = (step - timer_step) / max(elapsed, 1e-9)
-            bar.set_postfix(loss=f"{metrics['loss']:.4f}")
-            writer.write(
-                step,
-                {
-                    **metrics,
-                    "lr": schedule(step - 1),
-                    "steps_per_s": rate,
-                    "images_per_s": rate * config.batch_size,
-                },
-            )
-            timer, timer_step = time.perf_counter(), step
-        checkpointing.save(manager, step, state, train_iter, force=step == end_step)
-        if config.eval.every_steps and step % config.eval.every_steps == 0:
-            eval_metrics = run_eval(step)
-    bar.close()
-    if hasattr(train_iter, "close"):
-        train_iter.close()  # stops grain worker processes
-    manager.wait_until_finished()
-    manager.close()
+    # NaN guard: each step returns an all-finite flag (loss, gradient norm, new state). It is
+    # read one step late, after the next step is queued, so the host never stalls the device;
+    # at log, eval and checkpoint steps it is read at once, so a NaN state is never saved.
+    previous: tuple[int, Any] | None = None
+    try:
+        for step in range(start_step + 1, end_step + 1):
+            # Copy out of grain's shared-memory buffers so they are released right away.
+            batch = to_global({k: np.array(v) for k, v in next(train_iter).items()}, mesh)
+            state, metrics = step_fn(state, batch)
+            finite = metrics.pop("finite")
+            if previous is not None:
+                check_finite(previous[1], previous[0], manager)
+            previous = (step, finite)
+            bar.update(1)
+            logging_now = step % config.log_every == 0 or step == end_step
+            evaluating = bool(config.eval.every_steps) and step % config.eval.every_steps == 0
+            if logging_now or evaluating or step == end_step or manager.should_save(step):
+                check_finite(finite, step, manager, metrics)
+                previous = None
+            if logging_now:
+                metrics = jax.device_get(metrics)
+                elapsed = time.perf_counter() - timer
+                rate = (step - timer_step) / max(elapsed, 1e-9)
+                bar.set_postfix(loss=f"{metrics['loss']:.4f}")
+                writer.write(
+                    step,
+                    {
+                        **metrics,
+                        "lr": schedule(step - 1),
+                        "steps_per_s": rate,
+                        "images_per_s": rate * config.batch_size,
+                    },
+                )
+                timer, timer_step = time.perf_counter(), step
+            checkpointing.save(manager, step, state, train_iter, force=step == end_step)
+            if evaluating:
+                eval_metrics = run_eval(step)
+    except BaseException:
+        _shut_down(bar, train_iter, manager, quiet=True)
+        raise
+    _shut_down(bar, train_iter, manager, quiet=False)
 
     finished = step == config.total_steps
     if finished and evaluated_at != step:

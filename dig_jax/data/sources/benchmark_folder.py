@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -56,19 +57,32 @@ def benchmark_folder(root: str | Path, *, name: str | None = None) -> list[Recor
       name: source name for the records (default: the folder's name).
     Raises:
       ValueError if `root` lacks `images/` or `masks/`. A mask without an image raises too;
-      use `scan_benchmark_folder` to get such problems as a list instead.
+      use `scan_benchmark_folder` to get such problems as a list instead. Images without any
+      mask are left out with a UserWarning naming them.
     """
-    records, problems = scan_benchmark_folder(root, name=name)
-    if problems:
-        raise ValueError(f"benchmark_folder({root}): {problems[0]}")
+    records, orphan_masks, unmasked = _scan(Path(root), name)
+    if orphan_masks:
+        raise ValueError(f"benchmark_folder({root}): {orphan_masks[0]}")
+    if unmasked:
+        warnings.warn(
+            f"{root}: {len(unmasked)} image(s) without a mask left out, e.g. {unmasked[0]}",
+            UserWarning,
+            stacklevel=2,
+        )
     return records
 
 
 def scan_benchmark_folder(
     root: str | Path, *, name: str | None = None
 ) -> tuple[list[Record], list[str]]:
-    """Like `benchmark_folder` but returns (records, problems) instead of raising on bad items."""
-    root = Path(root)
+    """Like `benchmark_folder` but returns (records, problems) instead of raising on bad items:
+    masks without an image and images without a mask, one line each."""
+    records, orphan_masks, unmasked = _scan(Path(root), name)
+    return records, orphan_masks + unmasked
+
+
+def _scan(root: Path, name: str | None) -> tuple[list[Record], list[str], list[str]]:
+    """(records, masks without an image, images without a mask)."""
     image_dir, mask_dir = root / "images", root / "masks"
     if not image_dir.is_dir() or not mask_dir.is_dir():
         raise ValueError(f"root: {root} must contain images/ and masks/ folders")
@@ -87,6 +101,7 @@ def scan_benchmark_folder(
                 continue
             stem = base
         groups.setdefault(stem, []).append(mask)
+    unmasked = [f"image {images[s]} has no mask in {mask_dir}" for s in images if s not in groups]
     records = []
     for stem in sorted(groups):
         paths = tuple(str(p) for p in sorted(groups[stem], key=lambda p: (len(p.stem), p.stem)))
@@ -100,4 +115,4 @@ def scan_benchmark_folder(
                 describe=str(images[stem]),
             )
         )
-    return records, problems
+    return records, problems, unmasked

@@ -32,7 +32,7 @@ from pycocotools import mask as mask_utils
 from dig_jax.data.regions import VOID
 from dig_jax.data.samples import Sample, make_sample
 from dig_jax.data.sources.record import read_image
-from dig_jax.gestures.types import Context
+from dig_jax.gestures.types import Context, GestureKind
 
 log = logging.getLogger(__name__)
 _IMAGE_SUFFIXES = (".jpg", ".png", ".jpeg", ".JPG", ".bmp")
@@ -155,6 +155,13 @@ class DigEntry:
             raise ValueError(f"{self.name}: field {key!r} must be an int, got {value!r:.40}")
         return int(value)
 
+    def _kind(self, key: str) -> int:
+        """A gesture kind code 0..4 (the DIG release's); ValueError naming the field else."""
+        value = self._int(key)
+        if value not in range(len(GestureKind)):
+            raise ValueError(f"{self.name}: field {key!r} must be a gesture kind 0..4, got {value}")
+        return value
+
     def _mask(self, key: str, rle: Any, size: tuple[int, int]) -> np.ndarray:
         """Decoded mask of field `key`; ValueError naming it if malformed or not of `size`."""
         try:
@@ -210,7 +217,7 @@ class DigEntry:
                 image=image, gesture_map=self._mask("mul_annot", self._field("mul_annot"), size),
                 prev_mask=other, target=target,
                 region=(target == 1) if region is None else (region | other),
-                kind=self._int("mul_gesture"), context=Context.ADD, image_id=self.row["img_id"],
+                kind=self._kind("mul_gesture"), context=Context.ADD, image_id=self.row["img_id"],
                 instance_id=obj,
             )  # fmt: skip
         mode = _MODES.get(str(self._field("mode")).lower())
@@ -222,7 +229,7 @@ class DigEntry:
         return make_sample(
             image=image, gesture_map=annotation, target=target,
             prev_mask=self._mask("prior", self.row["prior"][str(obj)], size) if has_prior else None,
-            region=(target == 1) if region is None else region, kind=self._int("gesture"),
+            region=(target == 1) if region is None else region, kind=self._kind("gesture"),
             context=mode, image_id=self.row["img_id"], instance_id=obj,
         )  # fmt: skip
 

@@ -20,12 +20,38 @@ ImageRef = str | Path | np.ndarray | Callable[[], np.ndarray]
 MaskRef = tuple[np.ndarray, ...] | Callable[[], tuple[np.ndarray, ...]]
 
 
+def jpeg_is_truncated(data: bytes) -> bool:
+    """True for JPEG bytes cut short: no end-of-image marker after the first scan (libjpeg
+    decodes such files with a grey or repeated lower part and only a warning)."""
+    if not data.startswith(b"\xff\xd8"):
+        return False  # not a JPEG: left to the decoder
+    pos = 2
+    while pos + 4 <= len(data):  # walk the header segments (skipping e.g. an EXIF thumbnail)
+        if data[pos] != 0xFF:
+            return False  # malformed header: the decoder reports it
+        marker = data[pos + 1]
+        if marker == 0xFF or 0xD0 <= marker <= 0xD7 or marker == 0x01:
+            pos += 1 if marker == 0xFF else 2
+            continue
+        if marker == 0xDA:  # start of scan; in scan data 0xFF 0xD9 can only be the real EOI
+            return data.find(b"\xff\xd9", pos) < 0
+        pos += 2 + int.from_bytes(data[pos + 2 : pos + 4], "big")
+    return True  # the header itself is cut short
+
+
 def _imread(path: Path, what: str) -> np.ndarray:
-    """cv2.imread(IMREAD_UNCHANGED) with every failure turned into a ValueError naming the file."""
+    """cv2 decoding (IMREAD_UNCHANGED) with every failure, a truncated JPEG included, turned
+    into a ValueError naming the file."""
     if not path.is_file():
         raise ValueError(f"{what} file not found: {path}")
     try:
-        data = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+        raw = path.read_bytes()
+    except OSError as err:
+        raise ValueError(f"cannot read {what} file: {path} ({err})") from None
+    if jpeg_is_truncated(raw):
+        raise ValueError(f"truncated {what} file (JPEG cut short): {path}")
+    try:
+        data = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_UNCHANGED)
     except cv2.error as err:
         raise ValueError(f"cannot decode {what} file: {path} ({str(err).strip()[:80]})") from None
     if data is None:

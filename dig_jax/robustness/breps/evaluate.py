@@ -106,6 +106,8 @@ def attack_dataset(
                 jnp.asarray(np.repeat(radius, 3)),
             )
         ).reshape(batch, 3, size, size)
+        if not np.isfinite(logits).all():  # NaN would read as background: IoU 0, no warning
+            raise FloatingPointError("the segmenter produced NaN/Inf logits during the attack")
         for i, (name, zoomed, gt) in enumerate(pending):
             tight, worst, best = _photo_ious(logits[i], zoomed, gt)
             photo_boxes = zoomed.to_photo(boxes[i]).round(2)

@@ -1,0 +1,140 @@
+"""Segmenter files and `predict` inputs (tests/reliability_cases.md, section "export/predict"):
+truncated or foreign files name the file, NaN never gets into or out of a file, inputs are
+read as users mean them or refused."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import pytest
+from flax import serialization
+
+import dig_jax
+from dig_jax.export import MAGIC, save_segmenter
+from dig_jax.models.interactive import build_segmenter
+
+TINY_MODEL = {
+    "widths": [4, 8],
+    "stem_width": 4,
+    "stage1_planes": 4,
+    "blocks": 1,
+    "stage_modules": [1],
+    "head_width": 4,
+    "input_kind": "gesture",
+    "context_encoding": "gesture",
+    "multihead": False,
+    "aux_reduce": 4,
+    "aux_pool": 4,
+    "aux_hidden": [8],
+}
+
+
+def tiny_variables(head_width: int = 4, var: float = 1.0) -> tuple[dict, dict]:
+    """(config dict, random variables) of a tiny gesture model; BatchNorm variances = `var`."""
+    config = {"model": {**TINY_MODEL, "head_width": head_width}, "image_size": 32}
+    model = build_segmenter(ml_collections.ConfigDict(config).model)
+    shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros((1, 32, 32, 6))))
+    rng = np.random.default_rng(0)
+
+    def fill(path, leaf):
+        if "var" in jax.tree_util.keystr(path):
+            return np.full(leaf.shape, var, leaf.dtype)
+        return (0.3 * rng.standard_normal(leaf.shape)).astype(leaf.dtype)
+
+    return config, jax.tree_util.tree_map_with_path(fill, shapes)
+
+
+def raw_file(path, config: dict, variables: dict) -> None:
+    """Write the file format without `save_segmenter`'s checks (as a buggy tool might)."""
+    header = json.dumps(config).encode()
+    payload = serialization.msgpack_serialize(jax.device_get(variables))
+    path.write_bytes(MAGIC + struct.pack("<Q", len(header)) + header + payload)
+
+
+@pytest.fixture(scope="module")
+def good_file(tmp_path_factory):
+    config, variables = tiny_variables()
+    return save_segmenter(tmp_path_factory.mktemp("seg") / "m.digjax", variables, config)
+
+
+def test_truncated_files_name_the_file(good_file, tmp_path):
+    """Case E1: a .digjax file cut short (copy interrupted, disk full)."""
+    data = good_file.read_bytes()
+    for cut in (len(MAGIC) + 3, len(MAGIC) + 20, len(data) // 2, len(data) - 7):
+        path = tmp_path / f"cut{cut}.digjax"
+        path.write_bytes(data[:cut])
+        with pytest.raises(ValueError, match=rf"{path}.*(truncated|corrupt)"):
+            dig_jax.load_segmenter(path)
+
+
+def test_foreign_files_name_the_file(tmp_path):
+    """Case E2: right magic, but a header or weights from something else."""
+    config, variables = tiny_variables()
+    bad_json = tmp_path / "json.digjax"
+    bad_json.write_bytes(MAGIC + struct.pack("<Q", 3) + b"{no" + b"weights")
+    with pytest.raises(ValueError, match=rf"{bad_json}: the config header is not a JSON"):
+        dig_jax.load_segmenter(bad_json)
+    no_model = tmp_path / "nomodel.digjax"
+    raw_file(no_model, {"image_size": 32}, variables)
+    with pytest.raises(ValueError, match=rf"{no_model}: the config does not describe"):
+        dig_jax.load_segmenter(no_model)
+    other = tmp_path / "other.digjax"
+    raw_file(other, config, tiny_variables(head_width=8)[1])  # weights of another model
+    with pytest.raises(ValueError, match=rf"{other}: the weights do not fit the model"):
+        dig_jax.load_segmenter(other)
+    not_vars = tmp_path / "list.digjax"
+    header = json.dumps(config).encode()
+    payload = serialization.msgpack_serialize([1, 2, 3])
+    not_vars.write_bytes(MAGIC + struct.pack("<Q", len(header)) + header + payload)
+    with pytest.raises(ValueError, match=rf"{not_vars}: the weights are not a Flax variables"):
+        dig_jax.load_segmenter(not_vars)
+
+
+def test_nan_weights_are_never_written_and_never_loaded(tmp_path):
+    """Case E3: a diverged run's NaN weights."""
+    config, variables = tiny_variables()
+    kernel = variables["params"]["FusionHead_0"]["mask_logits"]["kernel"]
+    variables["params"]["FusionHead_0"]["mask_logits"]["kernel"] = kernel * np.nan
+    with pytest.raises(ValueError, match=r"refusing to export .*NaN"):
+        save_segmenter(tmp_path / "nan.digjax", variables, config)
+    assert not (tmp_path / "nan.digjax").exists()
+    raw_file(tmp_path / "raw.digjax", config, variables)
+    with pytest.raises(ValueError, match=r"raw\.digjax: the weights hold NaN or Inf"):
+        dig_jax.load_segmenter(tmp_path / "raw.digjax")
+
+
+def test_nan_predictions_raise(tmp_path):
+    """Case E4: finite weights that still produce NaN (negative BatchNorm variances)."""
+    config, variables = tiny_variables(var=-1.0)
+    seg = dig_jax.load_segmenter(save_segmenter(tmp_path / "neg.digjax", variables, config))
+    image = np.full((40, 40, 3), 100, np.uint8)
+    gesture = np.zeros((40, 40), np.uint8)
+    gesture[15:25, 15:25] = 1
+    with pytest.raises(FloatingPointError, match="NaN/Inf logits"):
+        seg.predict(image, gesture)
+
+
+def test_predict_reads_or_refuses_users_inputs(good_file):
+    """Cases P1-P4: 0/255 and bool masks, lists, uint16 / float images, NaN maps."""
+    seg = dig_jax.load_segmenter(good_file)
+    image = np.random.default_rng(1).integers(0, 256, (40, 40, 3), dtype=np.uint8)
+    gesture = np.zeros((40, 40), np.uint8)
+    gesture[12:20, 12:28] = 1
+    prev = np.zeros((40, 40), np.uint8)
+    prev[10:30, 10:30] = 1
+    a = seg.predict(image, gesture, prev_mask=prev)
+    np.testing.assert_array_equal(a, seg.predict(image, gesture * 255, prev_mask=prev * 255))
+    np.testing.assert_array_equal(a, seg.predict(image, gesture > 0, prev_mask=prev > 0))
+    np.testing.assert_array_equal(a, seg.predict(image, gesture.tolist(), prev.tolist()))
+    logits_prev = seg.predict_logits(image, gesture, prev_mask=prev * 255)
+    assert not np.array_equal(logits_prev, seg.predict_logits(image, gesture))  # prev is read
+    for bad in (image.astype(np.uint16) * 257, image / 255.0):
+        with pytest.raises(ValueError, match="image must be uint8"):
+            seg.predict(bad, gesture)
+    with pytest.raises(ValueError, match="gesture_map holds NaN"):
+        seg.predict(image, np.where(gesture > 0, np.nan, 0.0))
