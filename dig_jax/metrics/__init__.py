@@ -8,6 +8,7 @@ from dig_jax.metrics.accumulators import Averages, Mean, NoCTally
 from dig_jax.metrics.boxes import box_iou, ciou_loss, tight_box
 from dig_jax.metrics.iou import VOID, iou, rice, rice_scores
 from dig_jax.metrics.noc import DEFAULT_THRESHOLDS, MAX_INTERACTIONS, noc, noc_summary
+from dig_jax.metrics.rclicks import RClicksTally, iou_auc, rclicks_table
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
@@ -16,11 +17,14 @@ __all__ = [
     "Averages",
     "Mean",
     "NoCTally",
+    "RClicksTally",
     "box_iou",
     "ciou_loss",
     "iou",
+    "iou_auc",
     "noc",
     "noc_summary",
+    "rclicks_table",
     "rice",
     "rice_scores",
     "tight_box",

@@ -1,4 +1,3 @@
-"""Prompt-robustness tools: BREPS box and free-form gesture attacks (breps/).
-
-RClicks (clickability maps, clicking groups, Sample NoC / ΔSB / ΔGR / NSR) has no module yet.
-"""
+"""Prompt-robustness tools: BREPS box and free-form gesture attacks (breps/) and RClicks
+realistic clicks — clickability maps, clicking groups G1..G10, the multi-round protocol and
+Sample NoC / ΔSB / ΔGR / NSR (rclicks/)."""
