@@ -8,7 +8,6 @@ WORKDIR ?= workdirs/$(basename $(notdir $(firstword $(subst :, ,$(CONFIG)))))_$(
 PYTEST_ARGS ?=
 CHECKPOINT ?= checkpoints/hrnet_dataaug_offline.digjax
 DATASETS ?= grabcut,berkeley
-SIZE ?= 320  # BREPS attack: letterbox side in px
 # make demo DEMO_ARGS="--checkpoint FILE.digjax --port 8001"
 DEMO_ARGS ?=
 
@@ -40,7 +39,7 @@ bench: $(STAMP)
 	@for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f --quick || exit 1; done
 
 attack: $(STAMP)
-	$(BIN)/python -m dig_jax.attack --checkpoint $(CHECKPOINT) --datasets $(DATASETS) --size $(SIZE) --out results/breps
+	$(BIN)/python -m dig_jax.attack --checkpoint $(CHECKPOINT) --datasets $(DATASETS) --out results/breps
 
 .PHONY: rclicks
 rclicks: $(STAMP)  # RClicks: MAP = ud | dt | sm | a clickability model file (default dt)

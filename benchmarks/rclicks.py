@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def load_items(n: int, max_side: int | None) -> tuple[list, str]:
-    from dig_jax.evaluate import load_dataset, nog_items
     from dig_jax.evaluation import SkipLog
+    from dig_jax.evaluation.protocol import load_dataset, nog_items
     from dig_jax.paths import has_data
 
     spec = "grabcut" if has_data("grabcut") else "procedural:8"

@@ -1,7 +1,7 @@
 """BREPS box-robustness evaluation of exported segmenters on benchmark folders.
 
 python -m dig_jax.attack --checkpoint runs/dig/segmenter.digjax --datasets grabcut,berkeley \
-    --out results/ [--steps 50 --size 320 --batch 4 --limit N --user-boxes ROOT]
+    --out results/ [--steps 50 --batch 4 --limit N --user-boxes ROOT]
 
 Writes `<out>/breps.json` (metrics, per-instance IoUs and boxes, skipped items) and
 `<out>/breps.md` (IoU-Tight / Min / Max / Δ per dataset and model), and prints the table.
@@ -41,7 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=Path("results"))
     parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--size", type=int, default=320, help="letterbox side (px, multiple of 32)")
+    parser.add_argument(
+        "--size",
+        type=int,
+        default=None,
+        help="zoom-crop side in px (multiple of 32; default: the model's working size)",
+    )
     parser.add_argument("--batch", type=int, default=4, help="instances attacked at once (vmap)")
     parser.add_argument("--lam", type=float, default=0.1, help="weight of the realism prior")
     parser.add_argument("--lr-mult", type=float, default=9.0)
@@ -54,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
-    if args.size < 32 or args.size % 32:
+    if args.size is not None and (args.size < 32 or args.size % 32):
         parser.error(
             f"--size must be a positive multiple of 32 (the backbone's stride), got {args.size}"
         )
@@ -106,7 +111,7 @@ def run(args: argparse.Namespace, roots: list[Path]) -> int:
                 predict,
                 encoder,
                 records,
-                size=args.size,
+                size=args.size or seg.size,
                 batch=args.batch,
                 steps=args.steps,
                 lam=args.lam,
@@ -123,7 +128,11 @@ def run(args: argparse.Namespace, roots: list[Path]) -> int:
             rows[(root.name, name)] = out["metrics"]
         if args.user_boxes is not None:
             user = evaluate_user_boxes(
-                predict, encoder, args.user_boxes, size=args.size, progress=not args.no_progress
+                predict,
+                encoder,
+                args.user_boxes,
+                size=args.size or seg.size,
+                progress=not args.no_progress,
             )
             results[f"user_boxes:{args.user_boxes.name}/{name}"] = user
             print(

@@ -1,15 +1,21 @@
-"""Evaluate segmenters and classical peers: DIG tables per gesture kind, optionally NoG.
+"""Evaluate segmenters and classical peers with the evaluator objects (DIG tables per gesture
+kind, iterative NoG), as the training loop does.
 
-    python -m dig_jax.evaluate --predictor checkpoints/dig_effnet.digjax,grabcut,filled \
+    python -m dig_jax.evaluate --predictor checkpoints/lite_dataaug_offline.digjax,grabcut,filled \
         --datasets grabcut,berkeley --out results/eval
+    python -m dig_jax.evaluate --config experiments/lite_dataaug.py:offline \
+        --checkpoint checkpoints/lite_dataaug_offline.digjax      # the config's `evals`
 
 `--predictor` lists what to score on the same samples: exported `.digjax` files and the peers
 `grabcut` (OpenCV GrabCut seeded by the gesture) and `filled` (the filled gesture as the mask);
-`--checkpoint FILE` adds one file. Every sample is drawn and scored at the photo's own resolution
-(`--max-side` shrinks larger photos first); models zoom in on the prompt as `predict` does.
-A dataset is a source spec of `dig_jax.data.pipeline.resolve_source` (grabcut, berkeley,
-coco_mval, procedural:N, folder:PATH, ...) with an optional held-out split suffix as in the
-training configs (`coco_mval%val` = every 10th record) and an optional slice, e.g. `grabcut[0:10]`.
+`--checkpoint FILE` adds one file. With `--config` the evaluators are the config's
+`config.evals`; otherwise they are built from the flags: DIG tables on `--datasets` × `--modes`
+(creation, refinement, multi_region) and, with `--nog-kinds`, the NoG protocol. Every sample is
+drawn and scored at the photo's own resolution (`--max-side` shrinks larger photos first);
+models zoom in on the prompt as `predict` does. A dataset is a source spec of
+`dig_jax.data.pipeline.resolve_source` (grabcut, berkeley, coco_mval, procedural:N, folder:PATH,
+dig_json:FILE:IMAGES, ...) with an optional held-out split suffix as in the training configs
+(`coco_mval%val` = every 10th record) and an optional slice, e.g. `grabcut[0:10]`.
 Writes `<out>/metrics.json` and `<out>/tables.md` (and with `--gallery N` a picture per dataset:
 N photos x gesture kinds x predictors); prints the tables.
 """
@@ -21,57 +27,20 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
-import numpy as np
-
-from dig_jax.data.regions import VOID, extract_regions
 from dig_jax.evaluation import (
     CONTEXT_STRATEGIES,
     GESTURE_ENCODINGS,
     PEERS,
-    SkipLog,
-    evaluate_samples,
     evaluation_samples,
-    kind_table,
-    load_record,
-    nog,
     peer_predictor,
     segmenter_predictor,
 )
-from dig_jax.gestures.types import GestureKind
-
-_SLICE = re.compile(r"^(?P<spec>.+?)\[(?P<start>-?\d*):(?P<stop>-?\d*)\]$")
-
-
-def load_dataset(spec: str, size: int = 512) -> list:
-    """Records of a source spec with an optional `%train|%val` split and `[start:stop]` slice
-    (`size`: the side procedural scenes are rendered at)."""
-    from dig_jax.train.input_pipeline import resolve_records
-
-    match = _SLICE.match(spec)
-    base = match["spec"] if match else spec
-    records = resolve_records(base, size)
-    if match:
-        start = int(match["start"]) if match["start"] else None
-        stop = int(match["stop"]) if match["stop"] else None
-        records = records[start:stop]
-    return list(records)
-
-
-def nog_items(records: list, max_side: int | None, skipped: SkipLog) -> list:
-    """(image, gt with void, largest part) triples of every region, at the photo's own size."""
-    items = []
-    for record in records:
-        try:
-            loaded = load_record(record, max_side)
-        except (OSError, ValueError) as error:
-            skipped.add(f"{record.source}:{record.image_id}", str(error))
-            continue
-        for region in extract_regions(loaded.instances, loaded.instance_ids):
-            gt = np.where(loaded.void > 0, VOID, region.mask).astype(np.uint8)
-            largest = region.parts[int(np.argmax(region.parts.sum((1, 2))))] > 0
-            items.append((loaded.image, gt, largest))
-    return items
+from dig_jax.evaluation.evaluators import KIND_NAMES, STARTS, build_evaluators
+from dig_jax.evaluation.iterative import MIXED
+from dig_jax.evaluation.protocol import MODES, load_dataset
+from dig_jax.evaluation.tables import all_tables
 
 
 def predictor_names(args: argparse.Namespace) -> list[str]:
@@ -95,17 +64,58 @@ def make_predictor(name: str, args: argparse.Namespace):
     return Path(name).stem, predict
 
 
+def _list(text: str) -> list[str]:
+    return [x for x in text.split(",") if x]
+
+
+def evals_from_flags(args: argparse.Namespace) -> dict[str, dict]:
+    """The evaluators the flags describe (the same entries a config's `evals` holds)."""
+    common = dict(datasets=tuple(_list(args.datasets)), max_side=args.max_side, seed=args.seed,
+                  limit=args.limit)  # fmt: skip
+    modes = tuple(_list(args.modes))
+    evals = {"dig": dict(type="dig_tables", modes=modes, batch_size=args.batch_size, **common)}
+    if args.nog_kinds:
+        evals["nog"] = dict(type="iterative", kinds=tuple(_list(args.nog_kinds)),
+                            starts=tuple(_list(args.nog_starts)), **common)  # fmt: skip
+    return evals
+
+
+def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """parser.error (exit 2, one line) on the first bad flag."""
+    if not predictor_names(args):
+        parser.error("name at least one predictor (--checkpoint FILE or --predictor ...)")
+    if args.max_side is not None and args.max_side < 32:
+        parser.error(f"--max-side must be >= 32 px, got {args.max_side}")
+    if args.batch_size < 1:
+        parser.error(f"--batch-size must be >= 1, got {args.batch_size}")
+    if args.limit is not None and args.limit < 1:
+        parser.error(f"--limit must be >= 1, got {args.limit}")
+    bad = [k for k in _list(args.nog_kinds) if k not in (*KIND_NAMES, MIXED)]
+    if bad:
+        parser.error(f"--nog-kinds: unknown {bad}; use {[*KIND_NAMES, MIXED]}")
+    bad = [s for s in _list(args.nog_starts) if s not in STARTS]
+    if bad:
+        parser.error(f"--nog-starts: unknown {bad}; use {list(STARTS)}")
+    modes = _list(args.modes)
+    if not modes or set(modes) - set(MODES):
+        parser.error(f"--modes: use some of {list(MODES)}, got {args.modes!r}")
+    if not _list(args.datasets) and not args.config:
+        parser.error("--datasets: name at least one dataset")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--checkpoint", default="", help="an exported .digjax segmenter file")
     parser.add_argument(
         "--predictor", default="", help=f"comma list of .digjax files and peers {PEERS}"
     )
+    parser.add_argument("--config", default="", help="experiments/FILE.py:variant: its evals")
     parser.add_argument("--datasets", default="grabcut,berkeley")
-    parser.add_argument("--modes", default="creation,refinement")
+    parser.add_argument("--modes", default="creation,refinement", help=f"some of {MODES}")
     parser.add_argument(
         "--max-side", type=int, default=None, help="shrink photos to this long side (px)"
     )
+    parser.add_argument("--limit", type=int, default=None, help="records per dataset")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--context", default="oracle", choices=CONTEXT_STRATEGIES)
     parser.add_argument(
@@ -114,112 +124,89 @@ def main(argv: list[str] | None = None) -> int:
         choices=GESTURE_ENCODINGS,
         help="context models: gestures as trained (model), as skeleton clicks, or as a box",
     )
-    parser.add_argument("--nog-kinds", default="", help="e.g. click,scribble: run NoG for these")
+    parser.add_argument("--nog-kinds", default="", help="e.g. click,mixed: run NoG for these")
+    parser.add_argument("--nog-starts", default="scratch", help=f"some of {STARTS}")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--gallery", type=int, default=0, help="draw N photos x kinds per predictor (PNG)"
     )
     parser.add_argument("--out", default="results/eval")
     args = parser.parse_args(argv)
-    names = predictor_names(args)
-    if not names:
-        parser.error("name at least one predictor (--checkpoint FILE or --predictor ...)")
-    if args.max_side is not None and args.max_side < 32:
-        parser.error(f"--max-side must be >= 32 px, got {args.max_side}")
-    if args.batch_size < 1:
-        parser.error(f"--batch-size must be >= 1, got {args.batch_size}")
-    nog_kinds = [k for k in args.nog_kinds.split(",") if k]
-    bad = [k for k in nog_kinds if k.upper() not in GestureKind.__members__]
-    if bad:
-        parser.error(f"--nog-kinds: unknown {bad}; use {[k.name.lower() for k in GestureKind]}")
-    modes = tuple(m for m in args.modes.split(",") if m)
-    if not modes or set(modes) - {"creation", "refinement"}:
-        parser.error(f"--modes: use creation and/or refinement, got {args.modes!r}")
-    specs = [d for d in args.datasets.split(",") if d]
-    if not specs:
-        parser.error("--datasets: name at least one dataset")
+    check_args(parser, args)
     try:
-        datasets = [(spec, load_dataset(spec)) for spec in specs]
-        predictors = [make_predictor(name, args) for name in names]
+        if args.config:
+            from dig_jax.train.__main__ import load_config
+
+            evals = {k: dict(v) for k, v in load_config(args.config).get("evals", {}).items()}
+            if not evals:
+                parser.error(f"--config {args.config} has no evals")
+        else:
+            evals = evals_from_flags(args)
+        for spec in {d for entry in evals.values() for d in entry.get("datasets", ())}:
+            load_dataset(spec)  # an unknown or missing dataset fails here, before any work
+        predictors = [make_predictor(name, args) for name in predictor_names(args)]
+        build_evaluators(evals, predictors[0][1])  # bad settings fail before any work
     except ValueError as error:  # unknown source spec, unreadable or NaN checkpoint
         parser.error(str(error))
     try:
-        results, counts, nogs, skipped = run(args, datasets, predictors, modes, nog_kinds)
+        results, skipped = run(evals, predictors)
     except FloatingPointError as error:  # NaN predictions: no table of 0.000 scores
         print(f"error: {error}; nothing was written", file=sys.stderr)
         return 1
-    if not any(counts.values()) and not nogs:
+    if not any(entry["metrics"] for evals_ in results.values() for entry in evals_.values()):
         print(f"error: no sample was evaluated; {args.out} was left as it was", file=sys.stderr)
         return 1
-    write_results(args, names, modes, results, counts, nogs, skipped)
+    if args.gallery > 0:
+        save_galleries(args, evals, predictors)
+    write_results(args, evals, results, skipped)
     return 0
 
 
-def run(
-    args: argparse.Namespace, datasets: list, predictors: list, modes: tuple, nog_kinds: list
-) -> tuple[dict, dict, dict, SkipLog]:
-    """(results, counts, nogs, skipped) of every predictor on every (spec, records) dataset."""
-    results, counts, nogs = {}, {}, {}
-    skipped = SkipLog()
-    for spec, records in datasets:
-        samples = list(
-            evaluation_samples(
-                records, max_side=args.max_side, modes=modes, seed=args.seed, skipped=skipped
-            )
-        )
-        items = nog_items(records, args.max_side, skipped) if nog_kinds else []
-        if args.gallery > 0 and samples:
-            from dig_jax.evaluation.gallery import save_prediction_gallery
+def run(evals: dict, predictors: list) -> tuple[dict[str, dict[str, Any]], list]:
+    """({predictor label: {evaluator name: {type, metrics}}}, skipped items)."""
+    results, skipped = {}, []
+    for label, predict in predictors:
+        results[label] = {}
+        for name, evaluator in build_evaluators(evals, predict).items():
+            metrics = evaluator.compute(evaluator.run())
+            results[label][name] = {"type": evals[name]["type"], "metrics": metrics}
+            skipped += [item for item in evaluator.skipped.items if item not in skipped]
+    return results, skipped
 
+
+def save_galleries(args: argparse.Namespace, evals: dict, predictors: list) -> None:
+    """The creation samples of the first `--gallery` regions of each DIG-tables dataset."""
+    from dig_jax.evaluation.gallery import save_prediction_gallery
+
+    specs = [d for e in evals.values() if e["type"] == "dig_tables" for d in e["datasets"]]
+    for spec in dict.fromkeys(specs):
+        samples = list(evaluation_samples(load_dataset(spec)[: args.gallery],
+                                          max_side=args.max_side, modes=("creation",),
+                                          seed=args.seed))  # fmt: skip
+        if samples:
             figure = Path(args.out) / f"gallery_{re.sub(r'[^A-Za-z0-9_.-]', '_', spec)}.png"
             save_prediction_gallery(samples, dict(predictors), figure, photos=args.gallery)
-        for label, predict in predictors:
-            key = f"{spec} {label}"
-            results[key], counts[key] = evaluate_samples(
-                predict, samples, batch_size=args.batch_size, total=len(samples), desc=key
-            )
-            for name in nog_kinds:
-                out = nog(predict, items, int(GestureKind[name.upper()]), seed=args.seed)
-                nogs[f"{key}/{name}"] = {
-                    "NoG@85": float(out["noc"][:, 0].mean()),
-                    "NoG@90": float(out["noc"][:, 1].mean()),
-                    "NoF@90": int(out["failed"][:, 1].sum()),
-                    "instances": len(items),
-                }
-    return results, counts, nogs, skipped
 
 
-def write_results(
-    args: argparse.Namespace, names: list[str], modes: tuple, results: dict, counts: dict,
-    nogs: dict, skipped: SkipLog,
-) -> None:  # fmt: skip
+def write_results(args: argparse.Namespace, evals: dict, results: dict, skipped: list) -> None:
     """Print the tables; write `tables.md` and `metrics.json` (each replaced atomically)."""
     from dig_jax.outputs import write_text_atomic
 
-    tables = []
-    for phase, mode in (("create", "creation"), ("refine", "refinement")):
-        if mode in modes:
-            for score in ("iou_global", "rice_local", "rice_global"):
-                tables.append(kind_table(results, score, phase))
-    if nogs:
-        tables.append("\n".join(f"{k}: {v}" for k, v in nogs.items()))
-    text = "\n\n".join(tables)
+    text = all_tables(results)
     print(text)
     if skipped:
         print(f"\nskipped {len(skipped)} item(s); see metrics.json")
     out_dir = Path(args.out)
     write_text_atomic(out_dir / "tables.md", text + "\n")
+    settings = {k: v for k, v in vars(args).items() if k != "out"}
     payload = {
-        "predictors": names,
-        "max_side": args.max_side,
-        "context_strategy": args.context,
-        "gesture_encoding": args.gesture_encoding,
-        "samples": counts,
-        "metrics": results,
-        "nog": nogs,
-        "skipped": skipped.items,
+        "predictors": predictor_names(args),
+        "settings": settings,
+        "evals": evals,
+        "results": results,
+        "skipped": skipped,
     }
-    write_text_atomic(out_dir / "metrics.json", json.dumps(payload, indent=2))
+    write_text_atomic(out_dir / "metrics.json", json.dumps(payload, indent=1, default=str))
 
 
 if __name__ == "__main__":

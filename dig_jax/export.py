@@ -128,6 +128,10 @@ class LoadedSegmenter:
         self._logits = jax.jit(self.predict_logits_fn())
         self._outputs = jax.jit(lambda x: self.model.apply(self.variables, x, train=False))
 
+    def logits(self, x: Any) -> jax.Array:
+        """Jitted network: model input f32[B, S, S, C] -> mask logits f32[B, S, S]."""
+        return self._logits(x)
+
     def predict_logits_fn(self):
         """Pure jnp function x f32[B, H, W, C] -> mask logits f32[B, H, W] (H, W multiples of
         32; the working size S is what the model was trained at)."""

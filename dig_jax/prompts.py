@@ -25,8 +25,8 @@ import cv2
 import numpy as np
 from scipy import ndimage
 
-from dig_jax.data.regions import VOID
 from dig_jax.gestures.types import BRUSH_RADIUS
+from dig_jax.metrics import VOID
 
 EXPAND = 1.4
 EXPAND_OPEN = 2.5
@@ -280,3 +280,28 @@ def paste_logits(logits: np.ndarray, box: ZoomBox, shape: tuple[int, int]) -> np
         flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
         borderMode=cv2.BORDER_CONSTANT, borderValue=OUTSIDE_LOGIT,
     )  # fmt: skip
+
+
+def zoom_sample(
+    sample: dict[str, Any], size: int, rng: np.random.Generator | None = None
+) -> dict[str, Any]:
+    """The sample in its prompt's zoom crop at `size`² (`dig_jax.prompts`); with `rng`
+    (training) the box is jittered and the crop flipped left-right with probability 1/2."""
+    shape = sample["image"].shape[:2]
+    prev = sample["prev_mask"] if bool(sample["has_prev"]) else None
+    box = zoom_box(sample["gesture"], prev, size)
+    if rng is not None:
+        box = jitter_box(box, shape, size, rng)
+    out = crop_sample(sample, box, size)
+    if rng is not None and rng.random() < 0.5:
+        for key, value in out.items():
+            if isinstance(value, np.ndarray) and value.shape[:2] == (size, size):
+                out[key] = np.ascontiguousarray(value[:, ::-1])
+    return out
+
+
+def fit_within(shape: tuple[int, int], max_side: int) -> tuple[int, int]:
+    """(H, W) scaled so the long side is `max_side` (aspect ratio kept, at least 1 px)."""
+    h, w = shape
+    scale = max_side / max(h, w)
+    return max(1, round(h * scale)), max(1, round(w * scale))

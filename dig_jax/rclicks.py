@@ -95,7 +95,7 @@ def write_figure(path: Path, item: tuple, map_fn: Callable, seed: int) -> None:
 
 def load_items(args: argparse.Namespace, skipped: Any) -> dict[str, list]:
     """{spec: (image, gt, largest part) items} for every dataset (first `--limit`)."""
-    from dig_jax.evaluate import load_dataset, nog_items
+    from dig_jax.evaluation.protocol import load_dataset, nog_items
 
     datasets = {}
     for spec in [d.strip() for d in args.datasets.split(",") if d.strip()]:

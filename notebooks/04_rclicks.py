@@ -35,8 +35,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import dig_jax
-from dig_jax.evaluate import load_dataset, nog_items
 from dig_jax.evaluation import SkipLog, segmenter_predictor
+from dig_jax.evaluation.protocol import load_dataset, nog_items
 from dig_jax.metrics.rclicks import rclicks_table
 from dig_jax.paths import has_data
 from dig_jax.robustness.rclicks import (

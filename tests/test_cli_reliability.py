@@ -113,7 +113,7 @@ EVAL = ["--datasets", "procedural:1", "--max-side", "64", "--modes", "creation"]
         (["--nog-kinds", "blah"], "--nog-kinds: unknown ['blah']"),
         (["--datasets", "nosuch"], "unknown source spec 'nosuch'"),
         (["--datasets", "procedural:abc"], "must be procedural[:N[:SEED]]"),
-        (["--modes", "create"], "--modes: use creation and/or refinement"),
+        (["--modes", "create"], "--modes: use some of"),
     ],
 )
 def test_evaluate_rejects_bad_arguments(files, tmp_path, capsys, flags, message):

@@ -46,6 +46,7 @@ from dig_jax.data.sources.dig_json import DigEntry, scan_dig_json
 from dig_jax.data.sources.procedural import procedural
 from dig_jax.data.sources.record import Record, resize_loaded
 from dig_jax.paths import data_root
+from dig_jax.prompts import fit_within, zoom_sample
 
 log = logging.getLogger(__name__)
 _bad_items = [0]
@@ -175,8 +176,10 @@ def resolve_source(spec: str, *, image_size: tuple[int, int] = (256, 256)) -> li
         path, sep, image_dir = rest.rpartition(":")
         if not sep or not path:
             raise ValueError(f"sources: {spec!r} must be {kind}:FILE.json:IMAGE_DIR")
-        scan = scan_coco_json if kind == "coco_json" else scan_dig_json
-        items, problems = scan(path, image_dir)
+        if kind == "coco_json":
+            items, problems = scan_coco_json(path, image_dir)
+        else:  # multi-region variants are drawn with probability multi_region_prob instead
+            items, problems = scan_dig_json(path, image_dir, include_multi=False)
         for problem in problems:
             report_bad_item(problem)
         return items
@@ -212,24 +215,6 @@ def resize_sample(sample: Sample, size: tuple[int, int]) -> Sample:
     return out
 
 
-def zoom_sample(sample: Sample, size: int, rng: np.random.Generator | None = None) -> Sample:
-    """The sample in its prompt's zoom crop at `size`² (`dig_jax.prompts`); with `rng`
-    (training) the box is jittered and the crop flipped left-right with probability 1/2."""
-    from dig_jax import prompts
-
-    shape = sample["image"].shape[:2]
-    prev = sample["prev_mask"] if bool(sample["has_prev"]) else None
-    box = prompts.zoom_box(sample["gesture"], prev, size)
-    if rng is not None:
-        box = prompts.jitter_box(box, shape, size, rng)
-    out = prompts.crop_sample(sample, box, size)
-    if rng is not None and rng.random() < 0.5:
-        for key, value in out.items():
-            if isinstance(value, np.ndarray) and value.shape[:2] == (size, size):
-                out[key] = np.ascontiguousarray(value[:, ::-1])
-    return out
-
-
 @dataclasses.dataclass(frozen=True)
 class SampleTransform:
     """grain random-map transform: a Record, or a prebuilt sample (DigEntry, TfdsEntry:
@@ -251,10 +236,19 @@ class SampleTransform:
         self._track(element, sample is not None, reason)
         return sample
 
+    def _multi(self, entry: DigEntry, rng: np.random.Generator) -> bool:
+        """dataAug on static DIG samples: a creation sample that has a multi-region variant is
+        replaced by it with probability `multi_region_prob` (as records are)."""
+        if self.multi_region_prob <= 0 or entry.multi or not entry.has_multi:
+            return False
+        return entry.is_creation and rng.random() < self.multi_region_prob
+
     def _make(self, element: Record | DigEntry, rng: np.random.Generator) -> tuple[Any, str]:
         """(sample, "") or (None, why not)."""
         try:
             if not isinstance(element, Record):
+                if isinstance(element, DigEntry) and self._multi(element, rng):
+                    element = element.multi_variant()
                 sample = element.load()
             else:
                 loaded = element.load()
@@ -295,13 +289,6 @@ class SampleTransform:
             f"source {source!r} gave no valid sample in {tries} tries; first reasons: "
             + " | ".join(reasons)
         )
-
-
-def fit_within(shape: tuple[int, int], max_side: int) -> tuple[int, int]:
-    """(H, W) scaled so the long side is `max_side` (aspect ratio kept, at least 1 px)."""
-    h, w = shape
-    scale = max_side / max(h, w)
-    return max(1, round(h * scale)), max(1, round(w * scale))
 
 
 def _as_config(config: Any, overrides: Mapping[str, Any]) -> PipelineConfig:

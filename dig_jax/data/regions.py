@@ -13,8 +13,9 @@ import dataclasses
 import numpy as np
 from skimage.measure import label
 
+from dig_jax.metrics import VOID
+
 MIN_AREA = 300  # px, regions and parts smaller than this are dropped
-VOID = 255
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -7,7 +7,8 @@ working size (`dig_jax.prompts`, exactly as `predict` does), runs the crops in b
 pastes the logits back. Gesture-agnostic models see only the gesture. Context baselines must
 also be told add/remove; DIG compares them with the context given by a strategy:
   oracle   — the true context of the sample (an upper bound no real user interface offers),
-  positive — always ADD, negative — always REMOVE, random — a fair coin per sample.
+  positive — always ADD, negative — always REMOVE, random — a fair coin per click (skeleton
+  clicks) or per gesture (gestures read whole).
 Context baselines read a gesture as they were trained (`model.context_encoding`), or, by
 `gesture_encoding`, as skeleton clicks ("clicks") or as its bounding box ("box").
 Classical peers (GrabCut, the filled gesture) are in `dig_jax.evaluation.peers`.
@@ -15,6 +16,7 @@ Classical peers (GrabCut, the filled gesture) are in `dig_jax.evaluation.peers`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -68,6 +70,24 @@ def zoom_crops(samples: Sequence[dict[str, Any]], size: int) -> tuple[dict, list
     return batch, places
 
 
+@dataclasses.dataclass(frozen=True)
+class ModelView:
+    """What `segmenter_predictor` needs of a segmenter, for a model that is not a loaded file
+    (e.g. the training loop's current state): its config (`model`, `image_size`) and a jitted
+    `logits` function x f32[B, S, S, C] -> f32[B, S, S]."""
+
+    config: Any
+    logits: Callable[[Any], Any]
+
+    @property
+    def input_kind(self) -> str:
+        return self.config.model.input_kind
+
+    @property
+    def size(self) -> int:
+        return int(self.config.image_size)
+
+
 def segmenter_predictor(
     segmenter: Any,
     *,
@@ -76,7 +96,8 @@ def segmenter_predictor(
     seed: int = 0,
     batch_size: int = 8,
 ) -> Predictor:
-    """Predictor for a `dig_jax.load_segmenter(...)` object (gesture or context input).
+    """Predictor for a `dig_jax.load_segmenter(...)` object or a `ModelView` (gesture or
+    context input).
 
     `gesture_encoding` (context models only): "model" = as trained (`model.context_encoding`),
     "clicks" = skeleton clicks (`encode_context_clicks`, rectangles in the box channel),
@@ -96,13 +117,17 @@ def segmenter_predictor(
         trained = segmenter.config.model.get("context_encoding", "gesture")
         gesture_encoding = "clicks" if trained == "clicks" else "gesture"
     rng = np.random.default_rng(seed)
-    logits_fn = jax.jit(segmenter.predict_logits_fn())
+    if hasattr(segmenter, "logits"):  # already jitted (a loaded segmenter, a ModelView)
+        logits_fn = segmenter.logits
+    else:
+        logits_fn = jax.jit(segmenter.predict_logits_fn())
 
     def network(batch: dict[str, np.ndarray]) -> np.ndarray:
         if input_kind == "context":
             batch = apply_context_strategy(batch, context_strategy, rng)
-            if gesture_encoding == "clicks":
-                batch = encode_context_clicks(batch)
+            if gesture_encoding == "clicks":  # "random": a coin per click, not per gesture
+                click_rng = rng if context_strategy == "random" else None
+                batch = encode_context_clicks(batch, click_rng=click_rng)
             elif gesture_encoding == "box":
                 batch = encode_context_box(batch)
         x = np.asarray(batch_to_input(batch, input_kind))

@@ -23,7 +23,7 @@ import numpy as np
 from dig_jax.data.priors import PriorUnreachableError, find_corrections, synthesize_prior
 from dig_jax.data.regions import MIN_AREA, VOID, Region, disjoint_regions, extract_regions
 from dig_jax.data.samples import Sample, creation_sample, join_region, refinement_sample
-from dig_jax.data.sources.record import resize_loaded
+from dig_jax.data.sources.record import LoadedRecord, resize_loaded
 from dig_jax.gestures.types import GestureKind
 
 log = logging.getLogger(__name__)
@@ -66,11 +66,34 @@ def load_dataset(spec: str, size: int = 512) -> list:
     return list(records)
 
 
+def _name(record: Any, index: int) -> str:
+    """How a record or prebuilt entry is named in reports: its file(s), else source:id."""
+    name = getattr(record, "describe", "") or getattr(record, "name", "")
+    if name:
+        return str(name)
+    if hasattr(record, "source") and hasattr(record, "image_id"):
+        return f"{record.source}:{record.image_id}"
+    return f"{type(record).__name__} #{index}"
+
+
+def _sample_record(sample: Sample) -> LoadedRecord:
+    """The photo and object of a prebuilt sample, as a one-instance record."""
+    return LoadedRecord(
+        "prebuilt", str(sample["image_id"]), sample["image"],
+        (np.asarray(sample["region"]) > 0).astype(np.uint8)[None],
+        np.asarray(sample.get("void", np.zeros(sample["region"].shape, np.uint8))),
+        (int(sample["instance_id"]),),
+    )  # fmt: skip
+
+
 def load_record(record: Any, max_side: int | None = None) -> Any:
-    """`record.load()`, shrunk (aspect kept) when its long side exceeds `max_side`."""
-    from dig_jax.data.pipeline import fit_within
+    """`record.load()`, shrunk (aspect kept) when its long side exceeds `max_side`; prebuilt
+    samples (DIG JSON, TFDS entries) come back as their sample dict, unchanged."""
+    from dig_jax.prompts import fit_within
 
     loaded = record.load()
+    if isinstance(loaded, dict):
+        return loaded
     if max_side is not None and max(loaded.shape) > max_side:
         loaded = resize_loaded(loaded, fit_within(loaded.shape, max_side))
     return loaded
@@ -104,6 +127,25 @@ class Instance:
         return np.where(self.loaded.void > 0, VOID, self.region.mask).astype(np.uint8)
 
 
+def _loaded(records: Sequence[Any], max_side: int | None, skipped: SkipLog) -> Iterator:
+    """(index, record, loaded record or prebuilt sample dict); failures go to `skipped`."""
+    for index, record in enumerate(records):
+        try:
+            yield index, record, load_record(record, max_side)
+        except (OSError, ValueError) as error:
+            skipped.add(_name(record, index), str(error))
+
+
+def _record_instances(index: int, loaded: Any, min_area: int) -> Iterator[Instance]:
+    regions = extract_regions(loaded.instances, loaded.instance_ids, min_area)
+    for r, region in enumerate(regions):
+        others = tuple(o for o in regions if o is not region)
+        yield Instance(
+            f"{loaded.source}/{loaded.image_id}#{region.instance_id}", (index, r), loaded,
+            region, others,
+        )  # fmt: skip
+
+
 def iter_instances(
     records: Sequence[Any],
     *,
@@ -111,25 +153,29 @@ def iter_instances(
     skipped: SkipLog | None = None,
     min_area: int = MIN_AREA,
 ) -> Iterator[Instance]:
-    """Every region (>= `min_area` px: DIG drops smaller ones) of every record, in order;
-    records that fail to load are reported to `skipped` and left out."""
+    """Every region (>= `min_area` px: DIG drops smaller ones) of every record, in order (of a
+    prebuilt set, every object once); records that fail to load are reported to `skipped`."""
     skipped = SkipLog() if skipped is None else skipped
-    for index, record in enumerate(records):
-        name = getattr(record, "describe", "") or (
-            f"{getattr(record, 'source', '?')}:{getattr(record, 'image_id', index)}"
-        )
-        try:
-            loaded = load_record(record, max_side)
-        except (OSError, ValueError) as error:
-            skipped.add(name, str(error))
-            continue
-        regions = extract_regions(loaded.instances, loaded.instance_ids, min_area)
-        for r, region in enumerate(regions):
-            others = tuple(o for o in regions if o is not region)
-            yield Instance(
-                f"{loaded.source}/{loaded.image_id}#{region.instance_id}", (index, r), loaded,
-                region, others,
-            )  # fmt: skip
+    seen: set[tuple[str, int]] = set()
+    for index, _, loaded in _loaded(records, max_side, skipped):
+        if isinstance(loaded, dict):  # a prebuilt sample: its object, once
+            key = (str(loaded["image_id"]), int(loaded["instance_id"]))
+            if key in seen:
+                continue
+            seen.add(key)
+            loaded = _sample_record(loaded)
+        yield from _record_instances(index, loaded, min_area)
+
+
+def nog_items(
+    records: Sequence[Any], max_side: int | None = None, skipped: SkipLog | None = None
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(image, global GT with void, largest part bool) of every instance, at the photo's own
+    size: the items of the iterative protocols (NoG, RClicks)."""
+    return [
+        (i.loaded.image, i.gt, i.region.parts[i.largest_part] > 0)
+        for i in iter_instances(records, max_side=max_side, skipped=skipped)
+    ]
 
 
 def evaluation_samples(
@@ -154,8 +200,28 @@ def evaluation_samples(
     if unknown:
         raise ValueError(f"modes: unknown {sorted(unknown)}, expected a subset of {MODES}")
     skipped = SkipLog() if skipped is None else skipped
-    for instance in iter_instances(records, max_side=max_side, skipped=skipped):
-        yield from _region_samples(instance, (seed, *instance.index), kinds, modes, skipped)
+    for index, record, loaded in _loaded(records, max_side, skipped):
+        if isinstance(loaded, dict):  # a prebuilt set, e.g. DIG JSON: its own samples
+            yield from _prebuilt_samples(record, loaded, index, kinds, modes, skipped)
+            continue
+        for instance in _record_instances(index, loaded, MIN_AREA):
+            yield from _region_samples(instance, (seed, *instance.index), kinds, modes, skipped)
+
+
+def _prebuilt_samples(entry, sample, index, kinds, modes, skipped) -> Iterator[Sample]:
+    """A prebuilt sample as it was built (gesture and prior included) and, when
+    "multi_region" is among `modes`, its multi-region variant (DIG JSON)."""
+    variants = [(entry, sample)]
+    if "multi_region" in modes and getattr(entry, "has_multi", False):
+        try:
+            variant = entry.multi_variant()
+            variants.append((variant, variant.load()))
+        except (OSError, ValueError) as error:
+            skipped.add(_name(entry, index), str(error))
+    for variant, s in variants:
+        s["mode"] = MODES[2 if getattr(variant, "multi", False) else int(bool(s["has_prev"]))]
+        if s["mode"] in modes and int(s["gesture_kind"]) in kinds:
+            yield s
 
 
 def _refinement_start(instance: Instance, key: tuple, skipped: SkipLog):

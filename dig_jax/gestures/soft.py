@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from dig_jax.gestures.raster import _check_shape, padded_segments
+from dig_jax.gestures.types import BRUSH_RADIUS
 
 _CHUNK = 16  # segments per scan step
 _EPS = 1e-12  # squared-distance floor keeping sqrt differentiable at 0
@@ -76,7 +77,7 @@ def soft_rasterize(
     length: jax.Array,
     closed: jax.Array,
     shape: Sequence[int],
-    radius: float = 5.0,
+    radius: float = BRUSH_RADIUS,
     temperature: float = 0.5,
     *,
     kind: jax.Array | int = -1,
@@ -97,7 +98,7 @@ def distance_map_jnp(
     length: jax.Array,
     closed: jax.Array,
     shape: Sequence[int],
-    radius: float = 5.0,
+    radius: float = BRUSH_RADIUS,
     *,
     kind: jax.Array | int = -1,
 ) -> jax.Array:

@@ -246,9 +246,15 @@ def batch_to_input(batch: dict[str, Any], input_kind: str) -> jax.Array:
     return context_input(image, gesture * add, gesture * (1.0 - add), None, prev)
 
 
-def encode_context_clicks(batch: dict[str, np.ndarray], max_points: int = 24) -> dict:
+def encode_context_clicks(
+    batch: dict[str, np.ndarray],
+    max_points: int = 24,
+    click_rng: np.random.Generator | None = None,
+) -> dict:
     """Host-side: gestures as skeleton clicks (`to_clicks`) drawn as radius-5 disks into the
     positive (ADD) or negative (REMOVE) map; rectangles go to the box channel as their outline.
+    With `click_rng` every click gets its own fair-coin context instead (DIG's "random"
+    strategy for click models: a person clicking at random, click by click).
 
     Returns a copy of `batch` with uint8[B, H, W] maps `positive`, `negative`, `box`.
     """
@@ -266,10 +272,10 @@ def encode_context_clicks(batch: dict[str, np.ndarray], max_points: int = 24) ->
         clicks = to_clicks(gesture_map, max_points=max_points)
         if len(clicks) == 0:
             continue
-        disks = np.zeros(size, np.uint8)
         for point in clicks:
-            disks |= rasterize(Gesture(GestureKind.CLICK, point[None], False), size, BRUSH_RADIUS)
-        (positive if int(batch["context"][i]) == 1 else negative)[i] = disks
+            disk = rasterize(Gesture(GestureKind.CLICK, point[None], False), size, BRUSH_RADIUS)
+            add = int(click_rng.integers(2)) if click_rng is not None else int(batch["context"][i])
+            (positive if add == 1 else negative)[i] |= disk
     return {**batch, "positive": positive, "negative": negative, "box": box}
 
 

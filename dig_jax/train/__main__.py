@@ -1,19 +1,22 @@
 """`python -m dig_jax.train --config experiments/hrnet_dataaug.py:demo --workdir workdirs/x`.
 
-`--config FILE.py[:ARG]` loads `get_config(ARG)` from FILE; `--set key=value` (repeatable)
-overrides fields, e.g. `--set total_steps=100 --set optim.lr=1e-3` (values parsed as Python
-literals when possible). Re-running with the same workdir resumes from its newest checkpoint.
+Settings are `ml_collections.config_flags`: `--config FILE.py[:ARG]` loads `get_config(ARG)`
+from FILE, and `--config.KEY=VALUE` overrides any field, e.g. `--config.total_steps=100
+--config.optim.lr=1e-3 --config.model.widths="(8, 16, 32, 64)"`; every field is then validated
+in one place (`validate_config`). Re-running with the same workdir resumes from its newest
+checkpoint.
 """
 
 from __future__ import annotations
 
-import argparse
-import ast
 import importlib.util
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import ml_collections
+from absl import flags
+from ml_collections import config_flags
 
 
 def load_config(spec: str) -> ml_collections.ConfigDict:
@@ -29,56 +32,66 @@ def load_config(spec: str) -> ml_collections.ConfigDict:
     return module.get_config(arg) if arg else module.get_config()
 
 
-def apply_overrides(config: ml_collections.ConfigDict, overrides: list[str]) -> None:
-    """Set dotted `key=value` fields in place; unknown keys raise ValueError naming the key."""
-    for item in overrides:
-        key, sep, text = item.partition("=")
-        if not sep:
-            raise ValueError(f"--set {item!r}: expected key=value")
-        *parents, leaf = key.split(".")
-        node = config
-        for depth, name in enumerate(parents):
-            if name not in node:
-                raise ValueError(f"--set: config has no key {key!r}")
-            node = node[name]
-            if not isinstance(node, ml_collections.ConfigDict):
-                prefix = ".".join(parents[: depth + 1])
-                raise ValueError(f"--set {key}: config.{prefix} is a value, not a group of keys")
-        if leaf not in node:
-            raise ValueError(f"--set: config has no key {key!r}")
-        try:
-            value = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            value = text
-        if isinstance(node[leaf], tuple) and isinstance(value, list):
-            value = tuple(value)
-        try:
-            node[leaf] = value
-        except TypeError as error:
-            raise ValueError(f"--set {key}: {error}") from None
+def parse_flags(argv: Sequence[str]) -> tuple[ml_collections.ConfigDict, str]:
+    """(config with its `--config.KEY=VALUE` overrides, workdir) from command-line arguments.
+
+    ValueError with one line naming the problem: a missing file or flag, an unknown key, a
+    value of the wrong type.
+    """
+    args = list(argv)
+    spec = next(
+        (a.split("=", 1)[1] if "=" in a else args[i + 1] for i, a in enumerate(args)
+         if a.split("=", 1)[0] == "--config" and (i + 1 < len(args) or "=" in a)),
+        None,
+    )  # fmt: skip
+    if spec is None:
+        raise ValueError("--config is required (experiments/FILE.py[:variant])")
+    config = load_config(spec)  # a missing file or bad variant: a clear error before absl's
+    for arg in args:
+        if arg.startswith("--config."):
+            key = arg[len("--config.") :].split("=", 1)[0]
+            node: object = config
+            for part in key.split("."):
+                if not isinstance(node, ml_collections.ConfigDict) or part not in node:
+                    raise ValueError(f"--config.{key}: the config has no field {key!r}")
+                node = node[part]
+    values = flags.FlagValues()
+    full = ["dig_jax.train", *args]
+    config_flags.DEFINE_config_file(
+        "config", None, "experiments/FILE.py[:variant]", flag_values=values, lock_config=True,
+        sys_argv=full,
+    )  # fmt: skip
+    flags.DEFINE_string("workdir", None, "checkpoints, metrics.jsonl, export", flag_values=values)
+    try:
+        values(full)
+    except (flags.Error, AttributeError, KeyError, TypeError) as error:
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(message) from None
+    if not values.workdir:
+        raise ValueError("--workdir is required")
+    return values.config, values.workdir
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dig_jax.train", description=__doc__)
-    parser.add_argument("--config", required=True, help="experiments/FILE.py[:variant]")
-    parser.add_argument("--workdir", required=True, help="checkpoints, metrics.jsonl, export")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if any(a in ("-h", "--help", "--helpfull") for a in argv):
+        print(__doc__)
+        return 0
     try:
-        config = load_config(args.config)
-        apply_overrides(config, args.set)
+        config, workdir = parse_flags(argv)
     except ValueError as error:
-        parser.error(str(error))
+        print(f"python -m dig_jax.train: error: {error}", file=sys.stderr)
+        return 2
     from dig_jax.train.train import train
 
     try:
-        result = train(config, args.workdir)
+        result = train(config, workdir)
     except (ValueError, FloatingPointError, OSError) as error:
         # Bad config, changed model vs. checkpoints, divergence, unwritable checkpoints, a
         # data source without one valid sample: one line, non-zero exit, nothing exported.
         print(f"error: {error}", file=sys.stderr)
         return 1
-    print(f"done: step {result.step}, workdir {args.workdir}")
+    print(f"done: step {result.step}, workdir {workdir}")
     return 0
 
 

@@ -43,7 +43,7 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     """Gesture-agnostic single-head HRNet config for `variant` in VARIANTS.
 
     paper: full HRNet-W18-small, 512², batch 32, 15 epochs of 30 000 samples (RITM-style epoch
-    length) on the DIG release (COCO+LVIS; point `data.sources` at your copy with --set);
+    length) on the DIG release (COCO+LVIS; point `--config.data.sources` at your copy);
     offline: full model at 160², 3500 steps of batch 8, lr 1e-3, on ../shared/data (coco_mval
     9/10 + bsds500_regions + procedural; validation on the held-out 1/10 of coco_mval), sized
     for about an hour on 2 CPU cores with two models training at once;
@@ -101,17 +101,18 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     c.data = ml_collections.ConfigDict()
     # Source specs: "synthetic:N" (tests), or any `dig_jax.data.pipeline.resolve_source` spec;
     # a "%train" / "%val" suffix keeps 9/10 or every 10th record (a held-out split).
+    # Tuples, so that `--config.data.sources="('a', 'b')"` can override them.
     c.data.sources = {
-        "paper": ["dig_json:../shared/dig_data/train.json:../shared/dig_data/images"],
-        "offline": ["coco_mval%train", "bsds500_regions", "procedural:1000"],
-        "demo": ["procedural:2000"],
-        "tiny": ["synthetic:64"],
+        "paper": ("dig_json:../shared/dig_data/train.json:../shared/dig_data/images",),
+        "offline": ("coco_mval%train", "bsds500_regions", "procedural:1000"),
+        "demo": ("procedural:2000",),
+        "tiny": ("synthetic:64",),
     }[variant]
     c.data.val_sources = {
-        "paper": ["dig_json:../shared/dig_data/val.json:../shared/dig_data/images"],
-        "offline": ["coco_mval%val"],
-        "demo": ["procedural:128:777"],
-        "tiny": ["synthetic:8"],
+        "paper": ("dig_json:../shared/dig_data/val.json:../shared/dig_data/images",),
+        "offline": ("coco_mval%val",),
+        "demo": ("procedural:128:777",),
+        "tiny": ("synthetic:8",),
     }[variant]
     c.data.multi_region_p = 0.0  # multi-region augmentation probability (dataAug: 0.2)
     c.data.prior_p = 0.5  # probability that a training sample refines a previous mask
@@ -121,6 +122,20 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     c.eval = ml_collections.ConfigDict()
     c.eval.every_steps = {"paper": 2000, "offline": 500, "demo": 1000, "tiny": 0}[variant]
     c.eval.batch_size = c.batch_size
+
+    # Evaluator objects (`dig_jax.evaluation.evaluators`, at the photos' own resolution) run by
+    # the loop every `every_steps` (0: once, at the end) and by `python -m dig_jax.evaluate
+    # --config ...`; `eval` above is the cheap per-batch validation at the working size.
+    c.evals = ml_collections.ConfigDict()
+    if variant in ("paper", "offline"):
+        held_out = c.data.val_sources
+        c.evals.dig = dict(type="dig_tables", datasets=held_out, every_steps=0)
+        c.evals.nog = dict(
+            type="iterative", datasets=held_out, kinds=("click", "mixed"), starts=("scratch",),
+            limit=None if variant == "paper" else 20, every_steps=0,
+        )  # fmt: skip
+    elif variant == "demo":
+        c.evals.dig = dict(type="dig_tables", datasets=("procedural:12:777",), every_steps=0)
 
     c.checkpoint = ml_collections.ConfigDict()
     c.checkpoint.save_every = {"paper": 1000, "offline": 250, "demo": 500, "tiny": 2}[variant]
@@ -277,6 +292,10 @@ def validate_config(c: ml_collections.ConfigDict, num_devices: int | None = None
     _check(0 <= d.prior_p <= 1, "data.prior_p", "must be in [0, 1]", d.prior_p)
     _check(d.worker_count >= 0, "data.worker_count", "must be >= 0", d.worker_count)
     _check(c.eval.every_steps >= 0, "eval.every_steps", "must be >= 0", c.eval.every_steps)
+    for name, entry in c.get("evals", {}).items():
+        every = entry.get("every_steps", 0)
+        _check(every >= 0, f"evals.{name}.every_steps", "must be >= 0", every)
+        _check("type" in entry, f"evals.{name}.type", "is required", None)
     _check(c.eval.batch_size >= 1, "eval.batch_size", "must be >= 1", c.eval.batch_size)
     if num_devices:
         _check(

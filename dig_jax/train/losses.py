@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-VOID = 255
+from dig_jax.metrics import VOID
+
 MASK_LOSSES = ("nfl", "bce")
 
 

@@ -33,6 +33,7 @@ from dig_jax.evaluation.scores import format_rice_table, score_batch, summarize_
 from dig_jax.models.interactive import batch_to_input, build_segmenter, pretrained_variables
 from dig_jax.train import checkpointing
 from dig_jax.train.config import validate_config
+from dig_jax.train.evals import LoopEvaluators
 from dig_jax.train.input_pipeline import make_eval_batches, make_train_iterator
 from dig_jax.train.losses import total_loss
 from dig_jax.train.state import TrainState, make_optimizer, make_schedule, with_pretrained
@@ -267,6 +268,7 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
     )
 
     evaluated_at = -1
+    loop_evals = LoopEvaluators(config, model, workdir, writer, primary)
 
     def run_eval(step: int) -> dict[str, float]:
         nonlocal evaluated_at
@@ -309,7 +311,11 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
             bar.update(1)
             logging_now = step % config.log_every == 0 or step == end_step
             evaluating = bool(config.eval.every_steps) and step % config.eval.every_steps == 0
-            if logging_now or evaluating or step == end_step or manager.should_save(step):
+            evaluators_due = bool(loop_evals.due(step, final=False))
+            if (
+                logging_now or evaluating or evaluators_due or step == end_step
+                or manager.should_save(step)
+            ):  # fmt: skip
                 check_finite(finite, step, manager, metrics)
                 previous = None
             if logging_now:
@@ -330,6 +336,8 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
             checkpointing.save(manager, step, state, train_iter, force=step == end_step)
             if evaluating:
                 eval_metrics = run_eval(step)
+            if evaluators_due:
+                loop_evals.run(step, state.variables)
     except BaseException:
         _shut_down(bar, train_iter, manager, quiet=True)
         raise
@@ -346,4 +354,8 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
 
             path = save_segmenter(workdir / "segmenter.digjax", state.variables, config)
             print(f"exported {path}")
+    if finished:  # after the export: the evaluators read photos and may take minutes
+        for name, value in loop_evals.run(step, state.variables, final=True).items():
+            if "/all/" in name or "/NoC@" in name:
+                print(f"{name}: {value:.3f}")
     return TrainResult(state=state, step=step, eval_metrics=eval_metrics)

@@ -173,9 +173,9 @@ def test_training_crops_are_the_crops_predict_makes():
     network for the same photo, gesture and previous mask."""
     import ml_collections
 
-    from dig_jax.data.pipeline import zoom_sample
     from dig_jax.data.samples import random_sample
     from dig_jax.export import LoadedSegmenter
+    from dig_jax.prompts import zoom_sample
     from dig_jax.train.config import base_config
 
     config = base_config("tiny")
@@ -196,8 +196,8 @@ def test_training_crops_are_the_crops_predict_makes():
 
 
 def test_training_zoom_jitters_and_flips_deterministically():
-    from dig_jax.data.pipeline import zoom_sample
     from dig_jax.data.samples import random_sample
+    from dig_jax.prompts import zoom_sample
 
     loaded = procedural(7, 1, size=(90, 130))[0].load()
     sample = random_sample(loaded, np.random.default_rng(0))

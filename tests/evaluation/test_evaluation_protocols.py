@@ -87,7 +87,7 @@ def test_largest_error_context():
 
 def test_nog_oracle_reaches_every_threshold_at_first_gesture():
     records = procedural(5, 1, size=(SIZE, SIZE))
-    from dig_jax.evaluate import nog_items
+    from dig_jax.evaluation.protocol import nog_items
 
     items = nog_items(records, None, SkipLog())
     out = nog(oracle, items, int(GestureKind.CLICK), max_interactions=5)

@@ -174,8 +174,8 @@ def test_evaluate_cli_gesture_encoding_box(context_checkpoint, tmp_path, capsys)
     argv += ["--modes", "creation", "--batch-size", "4", "--out", str(tmp_path)]
     assert main([*argv, "--gesture-encoding", "box"]) == 0
     payload = json.loads((tmp_path / "metrics.json").read_text())
-    assert payload["gesture_encoding"] == "box"
-    assert payload["samples"]["procedural:1 ctx"] > 0
+    assert payload["settings"]["gesture_encoding"] == "box"
+    assert payload["results"]["ctx"]["dig"]["metrics"]["procedural:1/iou_global/all/create"] >= 0
     with pytest.raises(SystemExit):
         main([*argv, "--gesture-encoding", "boxes"])
     assert "--gesture-encoding" in capsys.readouterr().err

@@ -16,7 +16,7 @@ from jax.sharding import PartitionSpec as P
 import dig_jax
 from dig_jax.models.interactive import build_segmenter
 from dig_jax.train import checkpointing
-from dig_jax.train.__main__ import apply_overrides, load_config, main
+from dig_jax.train.__main__ import load_config, main, parse_flags
 from dig_jax.train.config import validate_config
 from dig_jax.train.input_pipeline import (
     device_batch,
@@ -91,7 +91,7 @@ def straight_run(tmp_path_factory):
     """4 steps through the command line (`python -m dig_jax.train`), read back from the export."""
     workdir = tmp_path_factory.mktemp("straight")
     config = str(ROOT / "experiments" / "hrnet_base.py") + ":tiny"
-    assert main(["--config", config, "--workdir", str(workdir), "--set", "total_steps=4"]) == 0
+    assert main(["--config", config, "--workdir", str(workdir), "--config.total_steps=4"]) == 0
     return workdir, exported_params(workdir)
 
 
@@ -185,7 +185,11 @@ def test_experiment_configs_validate(name, variant):
 )
 def test_config_validation_names_the_bad_key(key, value):
     config = tiny_config()
-    apply_overrides(config, [f"{key}={value!r}"])
+    *parents, leaf = key.split(".")
+    node = config
+    for name in parents:
+        node = node[name]
+    node[leaf] = value
     with pytest.raises(ValueError, match=rf"config\.{key.replace('.', '[.]')}"):
         validate_config(config)
 
@@ -209,20 +213,27 @@ def test_batch_must_divide_over_devices():
         validate_config(config, num_devices=4)
 
 
-def test_cli_overrides_reject_unknown_keys():
-    config = tiny_config()
-    apply_overrides(config, ["total_steps=7", "optim.schedule=warmup_cosine"])
+def test_config_flags_override_and_name_bad_keys():
+    spec = str(ROOT / "experiments" / "hrnet_base.py") + ":tiny"
+
+    def parse(*overrides):
+        return parse_flags(["--config", spec, "--workdir", "w", *overrides])[0]
+
+    config = parse("--config.total_steps=7", "--config.optim.schedule=warmup_cosine")
     assert config.total_steps == 7 and config.optim.schedule == "warmup_cosine"
-    with pytest.raises(ValueError, match=r"optim\.nope"):
-        apply_overrides(config, ["optim.nope=1"])
-    apply_overrides(config, ["model.widths=[2, 4, 8, 16]", "loss.mask=bce"])
+    config = parse("--config.model.widths=(2, 4, 8, 16)", "--config.loss.mask=bce")
     assert config.model.widths == (2, 4, 8, 16) and config.loss.mask == "bce"
-    with pytest.raises(ValueError, match="--set total_steps"):
-        apply_overrides(config, ["total_steps=many"])
-    with pytest.raises(ValueError, match=r"config\.seed is a value"):
-        apply_overrides(config, ["seed.x=1"])
-    with pytest.raises(ValueError, match=r"config\.optim\.lr is a value"):
-        apply_overrides(config, ["optim.lr.y.z=1"])
+    assert parse("--config.data.sources=('procedural:3',)").data.sources == ("procedural:3",)
+    with pytest.raises(ValueError, match=r"--config\.optim\.nope: the config has no field"):
+        parse("--config.optim.nope=1")
+    with pytest.raises(ValueError, match=r"config\.total_steps=many"):
+        parse("--config.total_steps=many")
+    with pytest.raises(ValueError, match=r"--config\.seed\.x: the config has no field"):
+        parse("--config.seed.x=1")
+    with pytest.raises(ValueError, match="--workdir is required"):
+        parse_flags(["--config", spec])
+    with pytest.raises(ValueError, match="--config is required"):
+        parse_flags(["--workdir", "w"])
 
 
 def test_synthetic_samples_follow_the_sample_contract():

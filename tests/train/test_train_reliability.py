@@ -18,7 +18,7 @@ import orbax.checkpoint as ocp
 import pytest
 
 from dig_jax.train import checkpointing
-from dig_jax.train.__main__ import apply_overrides, load_config, main
+from dig_jax.train.__main__ import main, parse_flags
 from dig_jax.train.config import validate_config
 from dig_jax.train.train import NonFiniteError, train
 
@@ -27,9 +27,8 @@ CONFIG = str(ROOT / "experiments" / "hrnet_dataaug.py") + ":tiny"
 
 
 def tiny(total_steps: int = 4, *overrides: str):
-    config = load_config(CONFIG)
-    apply_overrides(config, [f"total_steps={total_steps}", *overrides])
-    return config
+    flags = [f"--config.{item}" for item in (f"total_steps={total_steps}", *overrides)]
+    return parse_flags(["--config", CONFIG, "--workdir", "unused", *flags])[0]
 
 
 @contextlib.contextmanager
@@ -51,7 +50,7 @@ def snapshot(workdir: Path) -> dict[str, bytes]:
 def run4(tmp_path_factory):
     """4 steps of hrnet_dataaug:tiny through the command line: checkpoints, metrics, export."""
     workdir = tmp_path_factory.mktemp("run4")
-    assert main(["--config", CONFIG, "--workdir", str(workdir), "--set", "total_steps=4"]) == 0
+    assert main(["--config", CONFIG, "--workdir", str(workdir), "--config.total_steps=4"]) == 0
     return workdir
 
 
@@ -66,10 +65,10 @@ def steps_on_disk(workdir: Path) -> list[str]:
 
 
 def test_changed_model_config_stops_and_keeps_every_checkpoint(workdir, capsys):
-    """Case T1: --set model.head_width=16 on a workdir trained with 8."""
+    """Case T1: --config.model.head_width=16 on a workdir trained with 8."""
     before = snapshot(workdir)
-    argv = ["--config", CONFIG, "--workdir", str(workdir), "--set", "total_steps=6"]
-    assert main([*argv, "--set", "model.head_width=16"]) == 1
+    argv = ["--config", CONFIG, "--workdir", str(workdir), "--config.total_steps=6"]
+    assert main([*argv, "--config.model.head_width=16"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(workdir) in err[0]
     assert "model.head_width: 8 -> 16" in err[0] and "params/FusionHead_0" in err[0]
@@ -96,8 +95,8 @@ def test_divergence_stops_before_saving_and_exports_nothing(workdir):
 
 
 def test_infinite_learning_rate_is_a_config_error(tmp_path, capsys):
-    """Case T3: --set optim.lr=1e999 (inf)."""
-    assert main(["--config", CONFIG, "--workdir", str(tmp_path), "--set", "optim.lr=1e999"]) == 1
+    """Case T3: --config.optim.lr=1e999 (inf)."""
+    assert main(["--config", CONFIG, "--workdir", str(tmp_path), "--config.optim.lr=1e999"]) == 1
     assert "config.optim.lr must be a finite number > 0, got inf" in capsys.readouterr().err
     config = tiny()
     config.optim.weight_decay = float("nan")
@@ -189,9 +188,9 @@ def test_all_bad_data_source_stops_training_with_the_reasons(tmp_path, capsys):
     for i in range(3):
         cv2.imwrite(str(folder / "images" / f"p{i}.png"), np.zeros((40, 50, 3), np.uint8))
         cv2.imwrite(str(folder / "masks" / f"p{i}.png"), np.full((20, 20), 255, np.uint8))
-    argv = ["--config", CONFIG, "--workdir", str(tmp_path / "w"), "--set", "total_steps=2"]
+    argv = ["--config", CONFIG, "--workdir", str(tmp_path / "w"), "--config.total_steps=2"]
     with watchdog():
-        assert main([*argv, "--set", f"data.sources=['folder:{folder}']"]) == 1
+        assert main([*argv, f"--config.data.sources=('folder:{folder}',)"]) == 1
     err = capsys.readouterr().err
     assert "source 'bad' gave no valid sample in 200 tries" in err and "mask size" in err
     assert not (tmp_path / "w" / "segmenter.digjax").exists()

@@ -138,6 +138,20 @@ class DigEntry:
     json_path: str = ""
 
     @property
+    def is_creation(self) -> bool:
+        """True when the sample creates (no previous mask); False for a refinement."""
+        return not self.multi and not bool(self._field("has_prior"))
+
+    @property
+    def has_multi(self) -> bool:
+        """True when the row holds a multi-region variant of this sample (`multi=True`)."""
+        return bool(self.row.get("has_mul", [False] * (self.index + 1))[self.index])
+
+    def multi_variant(self) -> DigEntry:
+        """This sample's multi-region variant (DIG's dataAug)."""
+        return dataclasses.replace(self, multi=True)
+
+    @property
     def name(self) -> str:
         """File, row and sample index, for error messages."""
         return f"{self.json_path or self.image_path} row {self.row.get('img_id')!r} #{self.index}"

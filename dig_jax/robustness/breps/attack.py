@@ -24,12 +24,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from dig_jax.metrics import iou, tight_box
+from dig_jax.metrics import VOID, iou, tight_box
 from dig_jax.robustness.breps.prior import BREPS_GAMMA, GammaParams, realism_logpdf
 
 PredictLogits = Callable[[jax.Array], jax.Array]  # x f32[B, H, W, C] -> logits f32[B, H, W]
 EncodeBox = Callable[..., jax.Array]  # (box f32[4], image f32[H,W,3][, radius]) -> x f32[H,W,C]
-VOID = 255
 DICE_SMOOTH = 1.0
 
 

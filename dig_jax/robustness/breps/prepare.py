@@ -11,7 +11,7 @@ from typing import NamedTuple
 import cv2
 import numpy as np
 
-VOID = 255
+from dig_jax.metrics import VOID
 
 
 class Letterboxed(NamedTuple):

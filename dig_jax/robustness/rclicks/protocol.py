@@ -187,7 +187,7 @@ def rclicks_ious(
     max_clicks: int = MAX_INTERACTIONS,
 ) -> RClicksRun:
     """Run the protocol (module docstring) on `items`: (image uint8[H,W,3], gt uint8[H,W]
-    {0,1,255}, ...) at each photo's own size, e.g. `dig_jax.evaluate.nog_items(...)`.
+    {0,1,255}, ...) at each photo's own size, e.g. `dig_jax.evaluation.protocol.nog_items(...)`.
 
     `map_fn(image, gt {0,1}, error bool) -> float[H, W]` is a clickability map (`map_function`);
     `start` is the dataset index of `items[0]` (it only feeds the random keys).

@@ -1,0 +1,97 @@
+"""Markdown tables from evaluation results (the `results` of `python -m dig_jax.evaluate`'s
+`metrics.json`: {predictor: {evaluator name: {"type", "metrics": {flat name: value}}}}), used by
+the command and by `notebooks/03_dig_tables.py`, so a results file always renders the same."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+KINDS = ("click", "scribble", "loose_lasso", "tight_lasso", "rectangle")
+PHASE_NAMES = {"create": "creation", "refine": "refinement", "multi": "multi-region"}
+
+
+def _cell(value: float | None, digits: int = 3) -> str:
+    return (
+        "–"
+        if value is None or (isinstance(value, float) and math.isnan(value))
+        else (f"{value:.{digits}f}")
+    )
+
+
+def _datasets(metrics: Mapping[str, float], depth: int) -> list[str]:
+    """Dataset specs of flat metric names `<dataset>/<rest with depth parts>` (specs may hold
+    '/', e.g. bsds500_regions/val)."""
+    out = []
+    for name in metrics:
+        spec = name.rsplit("/", depth)[0]
+        if spec not in out:
+            out.append(spec)
+    return out
+
+
+def kind_table(
+    results: Mapping[str, Mapping[str, Any]], score: str = "iou_global", phase: str = "create"
+) -> str:
+    """Rows dataset × predictor, columns gesture kinds + all: `score` in `phase` of every
+    dig_tables evaluator; "" when no evaluator has that phase."""
+    rows = []
+    for predictor, evals in results.items():
+        for entry in evals.values():
+            if entry.get("type") != "dig_tables":
+                continue
+            metrics = entry["metrics"]
+            for spec in _datasets(metrics, 3):
+                cells = [metrics.get(f"{spec}/{score}/{k}/{phase}") for k in (*KINDS, "all")]
+                if all(c is None for c in cells):
+                    continue
+                rows.append(f"| {spec} | {predictor} | " + " | ".join(map(_cell, cells)) + " |")
+    if not rows:
+        return ""
+    title = f"**{score}, {PHASE_NAMES.get(phase, phase)}** (higher is better)"
+    header = "| dataset | predictor | " + " | ".join((*KINDS, "all")) + " |"
+    rule = "|---|---|" + "---:|" * (len(KINDS) + 1)
+    return "\n".join([title, "", header, rule, *rows])
+
+
+def nog_table(results: Mapping[str, Mapping[str, Any]], threshold: int = 90) -> str:
+    """Rows dataset × predictor × start, columns kinds (incl. mixed): `NoC@t (NoF@t)` of every
+    iterative evaluator (lower is better); "" when there is none."""
+    rows, kinds = [], []
+    for evals in results.values():
+        for entry in evals.values():
+            if entry.get("type") == "iterative":
+                for name in entry["metrics"]:
+                    kind = name.rsplit("/", 2)[-2]
+                    if kind not in kinds:
+                        kinds.append(kind)
+    for predictor, evals in results.items():
+        for entry in evals.values():
+            if entry.get("type") != "iterative":
+                continue
+            metrics = entry["metrics"]
+            for prefix in _datasets(metrics, 2):  # "<dataset>/<start>"
+                spec, start = prefix.rsplit("/", 1)
+                cells = []
+                for kind in kinds:
+                    noc = metrics.get(f"{prefix}/{kind}/NoC@{threshold}")
+                    nof = metrics.get(f"{prefix}/{kind}/NoF@{threshold}")
+                    cells.append("–" if noc is None else f"{noc:.2f} ({int(nof)})")
+                rows.append(f"| {spec} | {predictor} | {start} | " + " | ".join(cells) + " |")
+    if not rows:
+        return ""
+    title = f"**NoG@{threshold} (NoF@{threshold})**, at most 20 gestures (lower is better)"
+    header = "| dataset | predictor | start | " + " | ".join(kinds) + " |"
+    rule = "|---|---|---|" + "---:|" * len(kinds)
+    return "\n".join([title, "", header, rule, *rows])
+
+
+def all_tables(
+    results: Mapping[str, Mapping[str, Any]],
+    scores: Sequence[str] = ("iou_global", "rice_local", "rice_global"),
+) -> str:
+    """Every kind table (each phase and score present) and NoG table, in a fixed order."""
+    tables = [kind_table(results, s, p) for p in PHASE_NAMES for s in scores]
+    tables += [nog_table(results, t) for t in (80, 85, 90)]
+    return "\n\n".join(t for t in tables if t)
