@@ -13,5 +13,5 @@ from dig_jax.train.config import base_config
 
 def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
     config = base_config(arg or "demo")
-    config.data.multi_region_p = 0.2
+    config.data.multi_region_prob = 0.2
     return config

@@ -17,5 +17,5 @@ from dig_jax.train.config import base_config, with_lite_backbone
 
 def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
     config = with_lite_backbone(base_config(arg or "demo"))
-    config.data.multi_region_p = 0.2
+    config.data.multi_region_prob = 0.2
     return config

@@ -138,6 +138,24 @@ class PipelineConfig:
         if self.max_failures < 0:
             raise ValueError(f"max_failures: must be >= 0, got {self.max_failures}")
 
+    @classmethod
+    def from_config(cls, config: Any, split: str, **overrides: Any) -> PipelineConfig:
+        """The pipeline of an experiment config: `config.data` (sources or val_sources by
+        `split`, prior_prob, multi_region_prob, max_side, worker_count) with the top-level
+        image_size, batch_size (eval.batch_size for "val") and seed (+10 000 for "val")."""
+        data = config.data
+        train = split == "train"
+        fields = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in fields}
+        values.update(
+            sources=tuple(data.sources if train else data.val_sources),
+            image_size=int(config.image_size),
+            batch_size=int(config.batch_size if train else config.eval.batch_size),
+            seed=int(config.seed) + (0 if train else 10_000),
+        )
+        values.update(overrides)
+        return cls(**values)
+
     @property
     def size(self) -> tuple[int, int]:
         s = self.image_size

@@ -20,7 +20,7 @@ from typing import ClassVar
 import numpy as np
 import tensorflow_datasets as tfds
 
-from dig_jax.data.samples import Sample, distance_uint8
+from dig_jax.data.samples import SAMPLE_KEYS, Sample, distance_uint8
 from dig_jax.data.sources.dig_json import dig_json
 
 _MASKS = ("gesture", "prev_mask", "target", "region", "local", "void")
@@ -75,9 +75,7 @@ def tfds_sample(example: dict) -> Sample:
     image_id = out["image_id"]
     out["image_id"] = image_id.decode() if isinstance(image_id, bytes) else str(image_id)
     out["distance"] = distance_uint8(np.asarray(out["gesture"]))
-    order = ("image", "gesture", "distance", "prev_mask", "target", "region", "gesture_kind",
-             "context", "has_prev", "image_id", "instance_id", "local", "void")  # fmt: skip
-    return {key: out[key] for key in order}
+    return {key: out[key] for key in SAMPLE_KEYS}
 
 
 @functools.lru_cache(maxsize=8)

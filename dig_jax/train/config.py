@@ -114,8 +114,10 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
         "demo": ("procedural:128:777",),
         "tiny": ("synthetic:8",),
     }[variant]
-    c.data.multi_region_p = 0.0  # multi-region augmentation probability (dataAug: 0.2)
-    c.data.prior_p = 0.5  # probability that a training sample refines a previous mask
+    # The rest of `data` are `dig_jax.data.pipeline.PipelineConfig` fields (same names, checked
+    # there): the training pipeline reads them directly.
+    c.data.multi_region_prob = 0.0  # multi-region augmentation probability (dataAug: 0.2)
+    c.data.prior_prob = 0.5  # probability that a training sample refines a previous mask
     c.data.max_side = 640  # photos are shrunk to this long side (px) before sampling
     c.data.worker_count = {"paper": 8, "offline": 1, "demo": 1, "tiny": 0}[variant]  # grain workers
 
@@ -288,8 +290,12 @@ def validate_config(c: ml_collections.ConfigDict, num_devices: int | None = None
             specs,
         )
     _check(len(d.sources) > 0, "data.sources", "must name at least one source", d.sources)
-    _check(0 <= d.multi_region_p <= 1, "data.multi_region_p", "must be in [0, 1]", d.multi_region_p)
-    _check(0 <= d.prior_p <= 1, "data.prior_p", "must be in [0, 1]", d.prior_p)
+    from dig_jax.data.pipeline import PipelineConfig
+
+    try:  # the pipeline's own checks, named as config keys
+        PipelineConfig.from_config(c, "train")
+    except ValueError as error:
+        raise ValueError(f"config.data.{error}") from None
     _check(d.worker_count >= 0, "data.worker_count", "must be >= 0", d.worker_count)
     _check(c.eval.every_steps >= 0, "eval.every_steps", "must be >= 0", c.eval.every_steps)
     for name, entry in c.get("evals", {}).items():

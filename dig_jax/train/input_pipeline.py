@@ -13,25 +13,16 @@ import grain
 import numpy as np
 from scipy import ndimage
 
+from dig_jax.data.samples import SAMPLE_KEYS
 from dig_jax.gestures.types import BRUSH_RADIUS, Context, GestureKind
 from dig_jax.models.interactive import encode_context_clicks
 
-# Keys moved to the devices (ids and other host-only fields stay behind).
+# Keys moved to the devices: the sample's arrays and the context encodings (ids stay behind).
 DEVICE_KEYS = (
-    "image",
-    "gesture",
-    "distance",
-    "prev_mask",
-    "target",
-    "region",
-    "gesture_kind",
-    "context",
-    "has_prev",
+    *(k for k in SAMPLE_KEYS if k not in ("image_id", "instance_id")),
     "positive",
     "negative",
     "box",
-    "local",
-    "void",
 )
 
 
@@ -133,9 +124,10 @@ def resolve_records(spec: str, image_size: int) -> list:
 
 def _dataset(config: Any, split: str, batch_size: int, process_index: int, process_count: int):
     """Batched grain IterDataset of this process's share of `split` ('train' | 'val')."""
-    data, size = config.data, config.image_size
-    specs = list(data.sources if split == "train" else data.val_sources)
-    seed = config.seed if split == "train" else config.seed + 10_000
+    from dig_jax.data.pipeline import PipelineConfig, make_dataset
+
+    cfg = PipelineConfig.from_config(config, split, batch_size=batch_size)
+    size, seed, specs = config.image_size, cfg.seed, list(cfg.sources)
     counts = [_synthetic_count(s) for s in specs]
     if all(n is not None for n in counts):
         ds = synthetic_dataset(sum(counts), size, seed)
@@ -145,22 +137,10 @@ def _dataset(config: Any, split: str, batch_size: int, process_index: int, proce
         return ds.to_iter_dataset().batch(batch_size, drop_remainder=split == "train")
     if any(n is not None for n in counts):
         raise ValueError(f"config.data: synthetic sources cannot be mixed with others: {specs}")
-    from dig_jax.data.pipeline import make_dataset
-
     records = [r for spec in specs for r in resolve_records(spec, size)]
+    # Workers are added after the model-specific encoding (`_with_encoding_and_workers`).
     return make_dataset(
-        dict(
-            sources=[records],
-            image_size=size,
-            batch_size=batch_size,
-            prior_prob=data.prior_p,
-            multi_region_prob=data.multi_region_p,
-            max_side=data.get("max_side", 640),
-            seed=seed,
-            worker_count=0,  # workers are added after the model-specific encoding below
-            shard=(process_index, process_count),
-        ),
-        split=split,
+        cfg, split, sources=(records,), worker_count=0, shard=(process_index, process_count)
     )
 
 

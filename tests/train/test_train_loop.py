@@ -177,7 +177,7 @@ def test_experiment_configs_validate(name, variant):
         ("model.input_kind", "clicks"),
         ("loss.mask", "dice"),
         ("image_size", 48),
-        ("data.multi_region_p", 1.5),
+        ("data.multi_region_prob", 1.5),
         ("model.stage_modules", (1, 1)),
         ("checkpoint.keep", 0),
         ("num_devices", -1),
