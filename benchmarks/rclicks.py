@@ -42,13 +42,14 @@ def load_items(n: int, max_side: int | None) -> tuple[list, str]:
 
 
 def load_predictor():
-    for name in ("lite_dataaug_offline", "hrnet_dataaug_offline"):
-        path = ROOT / "checkpoints" / f"{name}.digjax"
-        if path.is_file():
-            from dig_jax import load_segmenter
-            from dig_jax.evaluation import segmenter_predictor
+    from dig_jax.paths import shipped_checkpoint
 
-            return segmenter_predictor(load_segmenter(path), batch_size=8), name
+    path = shipped_checkpoint("gesture")
+    if path is not None:
+        from dig_jax import load_segmenter
+        from dig_jax.evaluation import segmenter_predictor
+
+        return segmenter_predictor(load_segmenter(path), batch_size=8), path.stem
 
     def disc(samples):  # a transparent stand-in: add / remove a 15 px disc at the click
         out = []

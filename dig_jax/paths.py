@@ -1,4 +1,5 @@
-"""Where real data lives: one setting, `DIG_JAX_DATA`, defaulting to `../shared/data`."""
+"""Where real data lives (one setting, `DIG_JAX_DATA`, defaulting to `../shared/data`) and
+where the shipped checkpoints are."""
 
 from __future__ import annotations
 
@@ -16,6 +17,25 @@ def data_root() -> Path:
     `shared/data` folder beside the project checkout. The path may not exist.
     """
     return Path(os.environ.get(DATA_ENV, _DEFAULT)).expanduser()
+
+
+CHECKPOINT_DIR = Path(__file__).resolve().parents[1] / "checkpoints"
+# The shipped checkpoints of a source checkout (checkpoints/ is not part of the wheel), newest
+# first: the gesture-agnostic DIG model and the click-model-style context baseline.
+SHIPPED_CHECKPOINTS = {
+    "gesture": ("lite_dataaug_offline", "hrnet_dataaug_offline"),
+    "context": ("lite_context_baseline_offline", "context_baseline_offline"),
+}
+
+
+def shipped_checkpoints(kind: str = "gesture") -> tuple[Path, ...]:
+    """Candidate files of the shipped `kind` ("gesture" or "context") checkpoint, best first."""
+    return tuple(CHECKPOINT_DIR / f"{name}.digjax" for name in SHIPPED_CHECKPOINTS[kind])
+
+
+def shipped_checkpoint(kind: str = "gesture") -> Path | None:
+    """The shipped `kind` checkpoint that exists here, or None."""
+    return next((p for p in shipped_checkpoints(kind) if p.is_file()), None)
 
 
 def has_data(name: str | None = None) -> bool:

@@ -38,7 +38,7 @@ import dig_jax
 from dig_jax.evaluation import SkipLog, segmenter_predictor
 from dig_jax.evaluation.protocol import load_dataset, nog_items
 from dig_jax.metrics.rclicks import rclicks_table
-from dig_jax.paths import has_data
+from dig_jax.paths import has_data, shipped_checkpoint
 from dig_jax.robustness.rclicks import (
     BASELINE,
     baseline_click,
@@ -123,12 +123,7 @@ print(f"baseline first click: x={click.x:.0f}, y={click.y:.0f}, positive={click.
 # the previous mask. All trajectories of a round go to the model in one call.
 
 # %%
-checkpoint = next(
-    (p for p in (ROOT / "checkpoints" / f"{n}.digjax" for n in ("lite_dataaug_offline",
-                                                                  "hrnet_dataaug_offline"))
-     if p.is_file()),
-    None,
-)  # fmt: skip
+checkpoint = shipped_checkpoint("gesture")
 if checkpoint is not None:
     predict = segmenter_predictor(dig_jax.load_segmenter(checkpoint), batch_size=8)
     label = checkpoint.stem

@@ -21,11 +21,13 @@
 # IoU-Tight / Min / Max / Δ table, realism checks (MALA, energy test, correlations) and the same
 # attack on clicks, scribbles and lassos.
 #
-# Model: set `DIG_JAX_CHECKPOINT` to an exported segmenter (`*.digjax`). Without one, two
-# transparent differentiable stand-ins run instead so the notebook works anywhere: a colour
-# model inside the soft box (boxes) and a colour model around the soft gesture (gestures).
-# Photos: the first GrabCut instances when `dig_jax.paths.data_root()` has them, else a
-# synthetic scene.
+# Model: the shipped gesture-agnostic checkpoint (`dig_jax.paths.shipped_checkpoint()`), or the
+# exported segmenter named by `DIG_JAX_CHECKPOINT`. Only where neither exists (a package
+# installed without the repository's `checkpoints/`) two transparent differentiable stand-ins
+# run instead: a colour model inside the soft box (boxes) and around the soft gesture
+# (gestures). Photos: the first GrabCut instances when `dig_jax.paths.data_root()` has them,
+# else a synthetic scene. Each is attacked in the zoom crop `predict` uses for its tight box
+# (`zoom_instance`), as `python -m dig_jax.attack` does; `bounds` are the photo's extent there.
 
 # %%
 import os
@@ -40,8 +42,8 @@ from matplotlib.patches import Rectangle
 from dig_jax.gestures import GestureKind, simulate_creation
 from dig_jax.metrics import box_iou, ciou_loss
 from dig_jax.metrics.breps import breps_metrics, breps_table
-from dig_jax.paths import data_root, has_data
-from dig_jax.robustness.breps import breps_attack_batch, realism_logpdf, soft_box_fill
+from dig_jax.paths import data_root, has_data, shipped_checkpoint
+from dig_jax.robustness.breps import attack_lr, breps_attack_batch, realism_logpdf, soft_box_fill
 from dig_jax.robustness.breps.heatmap import box_heatmap, boxes_iou, plot_heatmap
 from dig_jax.robustness.breps.mala import (
     box_features,
@@ -49,7 +51,7 @@ from dig_jax.robustness.breps.mala import (
     mala_boxes,
     quality_correlations,
 )
-from dig_jax.robustness.breps.prepare import letterbox
+from dig_jax.robustness.breps.prepare import zoom_instance
 from dig_jax.robustness.breps.prompt_attack import prompt_attack_batch
 
 SIZE, N_INSTANCES, STEPS = 128, 3, 20
@@ -58,7 +60,7 @@ SIZE, N_INSTANCES, STEPS = 128, 3, 20
 # ## Model and data
 
 # %%
-checkpoint = os.environ.get("DIG_JAX_CHECKPOINT")
+checkpoint = os.environ.get("DIG_JAX_CHECKPOINT") or shipped_checkpoint("gesture")
 if checkpoint and Path(checkpoint).is_file():
     from dig_jax import load_segmenter
     from dig_jax.robustness.breps import box_encoder
@@ -69,9 +71,10 @@ if checkpoint and Path(checkpoint).is_file():
     context_encoding = seg.config.model.get("context_encoding", "gesture")
     encode_box = box_encoder(seg.input_kind, context_encoding)
     encode_points = points_encoder(seg.input_kind, context_encoding)
-    print(f"model: {checkpoint} ({seg.input_kind})")
+    SIZE = seg.size  # the model's working size: the zoom crops are what it was trained on
+    print(f"model: {checkpoint} ({seg.input_kind}, working size {SIZE})")
 else:
-    print("DIG_JAX_CHECKPOINT not set: using the colour stand-in models")
+    print("no checkpoint here: using the colour stand-in models")
 
     def encode_box(box, image):
         return jnp.concatenate([image, soft_box_fill(box, image.shape[:2])[..., None]], axis=-1)
@@ -128,7 +131,7 @@ if has_data("grabcut"):
 else:
     print(f"no GrabCut photos under {data_root()}: synthetic scenes instead")
     samples = [synthetic_scene(s) for s in range(N_INSTANCES)]
-boxed = [letterbox(image, gt, SIZE) for image, gt in samples]
+boxed = [zoom_instance(image, gt, SIZE) for image, gt in samples]
 images = np.stack([b.image for b in boxed])
 gts = np.stack([b.gt for b in boxed])
 bounds = np.stack([b.bounds for b in boxed])
@@ -157,14 +160,16 @@ print(f"largest jump between neighbouring boxes: {heat.jump:.3f} IoU")
 # ## Attacks: worst and best plausible boxes
 
 # %%
-kw = dict(steps=STEPS, encode_box=encode_box, bounds=bounds)
+# BREPS's step in photo pixels and the 5 px brush, both scaled into each crop
+lr_px = np.array([attack_lr(*b.shape, 9.0) * b.scale for b in boxed])
+radius = np.array([5.0 * b.scale for b in boxed])
+kw = dict(steps=STEPS, encode_box=encode_box, bounds=bounds, lr_px=lr_px, radius=radius)
 worst = breps_attack_batch(predict, images, gts, mode="min", **kw)
 best = breps_attack_batch(predict, images, gts, mode="max", **kw)
 fig, axes = plt.subplots(1, len(images), figsize=(5 * len(images), 4))
 for i, ax in enumerate(np.atleast_1d(axes)):
-    w, h = bounds[i]
-    ax.imshow(images[i][: int(h), : int(w)])
-    ax.contour(gts[i][: int(h), : int(w)] == 1, levels=[0.5], colors="yellow", linewidths=1)
+    ax.imshow(images[i])
+    ax.contour(gts[i] == 1, levels=[0.5], colors="yellow", linewidths=1)
     for res, colour, label in ((worst, "red", "min"), (best, "lime", "max")):
         traj = np.asarray(res.boxes[i])
         centres = (traj[:, :2] + traj[:, 2:]) / 2

@@ -33,14 +33,11 @@ from starlette.staticfiles import StaticFiles
 from dig_jax.demo import photos
 from dig_jax.export import LoadedSegmenter
 from dig_jax.gestures import BRUSH_RADIUS, GestureKind
+from dig_jax.paths import shipped_checkpoints
 
 STATIC = Path(__file__).resolve().parent / "static"
-CHECKPOINT_DIR = Path(__file__).resolve().parents[2] / "checkpoints"
 # The shipped gesture-agnostic checkpoints, preferred first (see `default_checkpoint`).
-DEFAULT_CHECKPOINTS = (
-    CHECKPOINT_DIR / "lite_dataaug_offline.digjax",
-    CHECKPOINT_DIR / "hrnet_dataaug_offline.digjax",
-)
+DEFAULT_CHECKPOINTS = shipped_checkpoints("gesture")
 KIND_NAMES = {k: k.name.lower().replace("_", " ") for k in GestureKind}
 log = logging.getLogger("dig_jax.demo")
 

@@ -21,6 +21,7 @@ from scipy import stats
 from scipy.spatial.distance import cdist
 
 from dig_jax.metrics import ciou_loss
+from dig_jax.robustness.breps.attack import full_bounds
 from dig_jax.robustness.breps.prior import BREPS_GAMMA, GammaParams, gamma_logpdf
 
 TARGET_ACCEPT = 0.574  # optimal MALA acceptance rate (Roberts & Rosenthal, 1998)
@@ -38,16 +39,17 @@ class MalaResult(NamedTuple):
 def box_log_density(
     box: jax.Array, tight: jax.Array, bounds: jax.Array, prior: GammaParams, volume: bool = True
 ) -> Any:
-    """log π(box) (unnormalised); -inf for inverted boxes, boxes outside `bounds` (W, H) or the
-    tight box itself. Finite gradient everywhere.
+    """log π(box) (unnormalised); -inf for inverted boxes, boxes outside `bounds` ((W, H) or
+    (x_lo, y_lo, x_hi, y_hi)) or the tight box itself. Finite gradient everywhere.
 
     volume=False: π(b) ∝ Gamma(c), c = CIoU(b, tight). volume=True: π(b) ∝ Gamma(c) / c³, the
     change of variables that makes c itself Gamma distributed while c is small (c is then
     ≈ positively homogeneous of degree 1 in the 4-D offset b − tight, so the boxes at level c
     fill a volume ∝ c³ dc).
     """
-    valid = (box[0] < box[2]) & (box[1] < box[3]) & (box[0] >= 0) & (box[1] >= 0)
-    valid &= (box[2] <= bounds[0]) & (box[3] <= bounds[1])
+    b = full_bounds(bounds)
+    valid = (box[0] < box[2]) & (box[1] < box[3]) & (box[0] >= b[0]) & (box[1] >= b[1])
+    valid &= (box[2] <= b[2]) & (box[3] <= b[3])
     safe = jnp.where(valid, box, tight + jnp.array([-1.0, -1.0, 1.0, 1.0]))
     c = ciou_loss(safe, tight)
     positive = c > 0
