@@ -76,7 +76,8 @@ def evals_from_flags(args: argparse.Namespace) -> dict[str, dict]:
     evals = {"dig": dict(type="dig_tables", modes=modes, batch_size=args.batch_size, **common)}
     if args.nog_kinds:
         evals["nog"] = dict(type="iterative", kinds=tuple(_list(args.nog_kinds)),
-                            starts=tuple(_list(args.nog_starts)), **common)  # fmt: skip
+                            starts=tuple(_list(args.nog_starts)),
+                            max_interactions=args.nog_max, **common)  # fmt: skip
     return evals
 
 
@@ -88,6 +89,8 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
         parser.error(f"--max-side must be >= 32 px, got {args.max_side}")
     if args.batch_size < 1:
         parser.error(f"--batch-size must be >= 1, got {args.batch_size}")
+    if not 1 <= args.nog_max <= 20:
+        parser.error(f"--nog-max must be in 1..20, got {args.nog_max}")
     if args.limit is not None and args.limit < 1:
         parser.error(f"--limit must be >= 1, got {args.limit}")
     bad = [k for k in _list(args.nog_kinds) if k not in (*KIND_NAMES, MIXED)]
@@ -126,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--nog-kinds", default="", help="e.g. click,mixed: run NoG for these")
     parser.add_argument("--nog-starts", default="scratch", help=f"some of {STARTS}")
+    parser.add_argument("--nog-max", type=int, default=20, help="gestures per NoG trajectory")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--gallery", type=int, default=0, help="draw N photos x kinds per predictor (PNG)"
