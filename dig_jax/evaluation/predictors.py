@@ -102,7 +102,8 @@ def segmenter_predictor(
     `gesture_encoding` (context models only): "model" = as trained (`model.context_encoding`),
     "clicks" = skeleton clicks (`encode_context_clicks`, rectangles in the box channel),
     "box" = every gesture's bounding box in the box channel (`encode_context_box`).
-    The network sees batches of `batch_size` crops (the last one padded, so it compiles once).
+    The network sees batches of at most `batch_size` crops, padded to a power of two (so it
+    compiles for a few shapes only and wastes little on short chunks).
     """
     if gesture_encoding not in GESTURE_ENCODINGS:
         raise ValueError(
@@ -132,8 +133,9 @@ def segmenter_predictor(
                 batch = encode_context_box(batch)
         x = np.asarray(batch_to_input(batch, input_kind))
         n = len(x)
-        if n < batch_size:
-            x = np.concatenate([x, np.repeat(x[-1:], batch_size - n, axis=0)])
+        padded = min(batch_size, 1 << (n - 1).bit_length())  # few shapes, little waste
+        if n < padded:
+            x = np.concatenate([x, np.repeat(x[-1:], padded - n, axis=0)])
         logits = np.asarray(logits_fn(jnp.asarray(x)))[:n]
         if not np.isfinite(logits).all():
             raise FloatingPointError("the segmenter produced NaN/Inf logits (corrupt weights?)")

@@ -82,10 +82,13 @@ def test_predictor_runs_the_zoom_crops_and_pastes_back():
     np.testing.assert_allclose(x[1, 0, 0, :3], np.round(np.asarray(RGB_MEAN) * 255), atol=1)
 
 
-def test_short_chunks_are_padded_to_one_compiled_batch():
+def test_short_chunks_are_padded_to_a_power_of_two():
     seg, seen = recording_segmenter("gesture")
-    masks = segmenter_predictor(seg, batch_size=4)(tiny_samples())
-    assert len(masks) == 2 and seen[0].shape[0] == 4
+    samples = tiny_samples()
+    masks = segmenter_predictor(seg, batch_size=8)([*samples, samples[0]])
+    assert len(masks) == 3 and seen[0].shape[0] == 4  # 3 crops -> one batch of 4
+    segmenter_predictor(seg, batch_size=8)(samples)
+    assert seen[1].shape[0] == 2
 
 
 @pytest.mark.parametrize(
