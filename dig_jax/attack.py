@@ -17,12 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from dig_jax.paths import data_root
-
-
-def model_name(checkpoint: Path) -> str:
-    """Short name of a checkpoint file: its stem, or its folder's name for generic stems."""
-    return checkpoint.parent.name if checkpoint.stem in ("segmenter", "model") else checkpoint.stem
+from dig_jax.paths import checkpoint_name, data_root
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,7 +99,7 @@ def run(args: argparse.Namespace, roots: list[Path]) -> int:
     for checkpoint, seg in segmenters:
         predict = seg.predict_logits_fn()
         encoder = box_encoder(seg.input_kind, seg.config.model.get("context_encoding", "gesture"))
-        name = model_name(checkpoint)
+        name = checkpoint_name(checkpoint)
         for root in roots:
             records, problems = scan_benchmark_folder(root, name=root.name)
             out = attack_dataset(

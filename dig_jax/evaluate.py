@@ -41,6 +41,7 @@ from dig_jax.evaluation.evaluators import KIND_NAMES, STARTS, build_evaluators
 from dig_jax.evaluation.iterative import MIXED
 from dig_jax.evaluation.protocol import MODES, load_dataset
 from dig_jax.evaluation.tables import all_tables
+from dig_jax.paths import checkpoint_name
 
 
 def predictor_names(args: argparse.Namespace) -> list[str]:
@@ -61,7 +62,7 @@ def make_predictor(name: str, args: argparse.Namespace):
         segmenter, context_strategy=args.context, gesture_encoding=args.gesture_encoding,
         seed=args.seed, batch_size=args.batch_size,
     )  # fmt: skip
-    return Path(name).stem, predict
+    return checkpoint_name(name), predict
 
 
 def _list(text: str) -> list[str]:
@@ -149,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
         for spec in {d for entry in evals.values() for d in entry.get("datasets", ())}:
             load_dataset(spec)  # an unknown or missing dataset fails here, before any work
         predictors = [make_predictor(name, args) for name in predictor_names(args)]
+        labels = [label for label, _ in predictors]
+        if len(set(labels)) < len(labels):
+            parser.error(f"predictors must have distinct names in the tables, got {labels}")
         build_evaluators(evals, predictors[0][1])  # bad settings fail before any work
     except ValueError as error:  # unknown source spec, unreadable or NaN checkpoint
         parser.error(str(error))

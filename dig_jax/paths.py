@@ -38,6 +38,13 @@ def shipped_checkpoint(kind: str = "gesture") -> Path | None:
     return next((p for p in shipped_checkpoints(kind) if p.is_file()), None)
 
 
+def checkpoint_name(path: str | Path) -> str:
+    """A checkpoint's name in tables: its stem, or its folder's name for generic stems
+    (`workdirs/x/segmenter.digjax` -> x)."""
+    path = Path(path)
+    return path.parent.name if path.stem in ("segmenter", "model") else path.stem
+
+
 def has_data(name: str | None = None) -> bool:
     """True if the data root (or its sub-folder `name`) exists."""
     root = data_root()

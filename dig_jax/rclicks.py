@@ -26,10 +26,7 @@ from typing import Any
 
 import numpy as np
 
-
-def model_label(checkpoint: Path) -> str:
-    """A checkpoint's stem, or its folder's name for generic stems."""
-    return checkpoint.parent.name if checkpoint.stem in ("segmenter", "model") else checkpoint.stem
+from dig_jax.paths import checkpoint_name
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -115,7 +112,7 @@ def evaluate_model(
     from dig_jax.robustness.rclicks.protocol import BASELINE, rclicks_ious
 
     predict = segmenter_predictor(seg, context_strategy="oracle", batch_size=args.batch_size)
-    label = model_label(checkpoint)
+    label = checkpoint_name(checkpoint)
     rows, results = {}, {}
     for spec, items in datasets.items():
         if not items:

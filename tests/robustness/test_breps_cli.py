@@ -10,9 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dig_jax.attack import main, model_name
+from dig_jax.attack import main
 from dig_jax.export import save_segmenter
 from dig_jax.models.interactive import build_segmenter
+from dig_jax.paths import checkpoint_name
 
 TINY_MODEL = {
     "widths": [4, 8],
@@ -53,7 +54,7 @@ def test_attack_cli_end_to_end(tmp_path):
     model = build_segmenter(config.model)
     variables = random_variables(model)
     ckpt = save_segmenter(tmp_path / "tiny" / "segmenter.digjax", variables, config)
-    assert model_name(ckpt) == "tiny"
+    assert checkpoint_name(ckpt) == "tiny"
 
     data = tmp_path / "toyset"
     (data / "images").mkdir(parents=True)
