@@ -182,6 +182,20 @@ class LoadedSegmenter:
         box = prompts.zoom_box(gesture_map, prev, self.size)
         return prompts.crop_prompt(image, gesture_map, prev, box, self.size), box, image.shape[:2]
 
+    def _run(self, image, gesture_map, prev_mask, context, kind, heads: bool = False):
+        """The one path of every prediction: check, zoom, one network run on the crop.
+        Returns (network outputs with crop logits "mask" f32[S, S], crop, box, prev, shape)."""
+        if kind is not None and int(kind) not in set(GestureKind):
+            raise ValueError(f"kind must be a GestureKind code 0..4 or None, got {kind!r}")
+        image, gesture_map, prev = prompts.check_prompt(image, gesture_map, prev_mask)
+        box = prompts.zoom_box(gesture_map, prev, self.size)
+        crop = prompts.crop_prompt(image, gesture_map, prev, box, self.size)
+        x = jnp.asarray(self.crop_input(crop, context, kind)[None])
+        out = dict(self._outputs(x)) if heads else {"mask": self._logits(x)}
+        out = {k: np.asarray(v)[0] for k, v in out.items()}
+        out["mask"] = _finite(out["mask"])
+        return out, crop, box, prev, image.shape[:2]
+
     def predict_logits(
         self,
         image: Any,
@@ -190,27 +204,28 @@ class LoadedSegmenter:
         context: int = Context.ADD,
         kind: int | None = None,
     ) -> np.ndarray:
-        """Mask logits f32[H, W] on the photo (see `predict`)."""
-        if kind is not None and int(kind) not in set(GestureKind):
-            raise ValueError(f"kind must be a GestureKind code 0..4 or None, got {kind!r}")
-        crop, box, shape = self.prepare(image, gesture_map, prev_mask)
-        x = self.crop_input(crop, context, kind)[None]
-        logits = _finite(np.asarray(self._logits(jnp.asarray(x)))[0])
-        return prompts.paste_logits(logits, box, shape)
+        """Mask logits f32[H, W] on the photo (see `predict`; outside the zoom box:
+        `prompts.OUTSIDE_LOGIT`)."""
+        out, _, box, _, shape = self._run(image, gesture_map, prev_mask, context, kind)
+        return prompts.paste_logits(out["mask"], box, shape)
 
     def predict_heads(self, image: Any, gesture_map: Any, prev_mask: Any = None) -> dict[str, Any]:
-        """One run of the whole network on a prompt, read as `predict_logits` reads it:
-        {"logits": mask logits f32[H, W] on the photo (equal to `predict_logits`), "context":
-        logit of ADD (float) and "kind": f32[5] logits in GestureKind order — both None when
-        the checkpoint has no such heads (`config.model.multihead` false)}."""
-        crop, box, shape = self.prepare(image, gesture_map, prev_mask)
-        out = self._outputs(jnp.asarray(self.crop_input(crop)[None]))
-        logits = _finite(np.asarray(out["mask"])[0])
-        heads = {"logits": prompts.paste_logits(logits, box, shape), "context": None, "kind": None}
+        """One run of the whole network on a prompt: {"mask": what `predict` returns, "logits":
+        what `predict_logits` returns, "context": logit of ADD (float) and "kind": f32[5]
+        logits in GestureKind order — both None when the checkpoint has no such heads
+        (`config.model.multihead` false)}."""
+        out, crop, box, prev, shape = self._run(image, gesture_map, prev_mask, Context.ADD, None,
+                                                heads=True)  # fmt: skip
+        result = {
+            "mask": prompts.paste_mask(out["mask"], box, shape, prev, crop["prev_mask"]),
+            "logits": prompts.paste_logits(out["mask"], box, shape),
+            "context": None,
+            "kind": None,
+        }
         if "context" in out:
-            heads["context"] = float(out["context"][0])
-            heads["kind"] = np.asarray(out["kind"][0], np.float32)
-        return heads
+            result["context"] = float(out["context"])
+            result["kind"] = np.asarray(out["kind"], np.float32)
+        return result
 
     def predict(
         self,
@@ -223,11 +238,12 @@ class LoadedSegmenter:
         """Binary mask uint8[H, W] for one gesture on a photo of any size.
 
         image: uint8[H, W, 3] RGB. gesture_map: [H, W], nonzero = marked (bool, {0,1} or
-        {0,255}). prev_mask: None (creation) or [H, W] read the same way. `context`, `kind`:
-        for context baselines only (see `crop_input`).
+        {0,255}). prev_mask: None (creation) or [H, W] read the same way; the model decides
+        what changes, and the rest keeps the previous mask's own pixels (`prompts.paste_mask`).
+        `context`, `kind`: for context baselines only (see `crop_input`).
         """
-        logits = self.predict_logits(image, gesture_map, prev_mask, context, kind)
-        return (logits > 0).astype(np.uint8)
+        out, crop, box, prev, shape = self._run(image, gesture_map, prev_mask, context, kind)
+        return prompts.paste_mask(out["mask"], box, shape, prev, crop["prev_mask"])
 
 
 def load_segmenter(path: str | Path) -> LoadedSegmenter:

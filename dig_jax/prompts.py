@@ -11,7 +11,8 @@ Boxes are at least `MIN_SIDE_FRACTION`·S px (at most that much upscaling) and a
 image's long side; parts outside the image are padded (`PAD_RGB`, no gesture, no mask).
 `crop_prompt` warps image / gesture / previous mask into the S×S crop (the distance map is
 computed there), `crop_sample` does the same to a training sample (targets: void outside the
-image), and `paste_logits` maps S×S logits back onto the photo (background outside the box).
+image), `paste_logits` maps S×S logits back onto the photo (background outside the box) and
+`paste_mask` makes the mask, keeping the previous mask's own pixels where the model kept them.
 Training samples go through the same boxes (`jitter_box` adds scale/shift noise), so training
 and use agree. Used by training, `predict`, evaluation, attacks and the demo.
 """
@@ -280,6 +281,31 @@ def paste_logits(logits: np.ndarray, box: ZoomBox, shape: tuple[int, int]) -> np
         flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
         borderMode=cv2.BORDER_CONSTANT, borderValue=OUTSIDE_LOGIT,
     )  # fmt: skip
+
+
+def paste_mask(
+    logits: np.ndarray,
+    box: ZoomBox,
+    shape: tuple[int, int],
+    prev: np.ndarray | None = None,
+    prev_crop: np.ndarray | None = None,
+) -> np.ndarray:
+    """uint8[H, W] mask on the photo from S×S crop logits. With a previous mask (`prev` on the
+    photo, `prev_crop` as the model saw it), the photo keeps `prev`'s own pixels wherever the
+    model left the crop unchanged (its mask equals `prev_crop`, one crop pixel of margin):
+    the model decides what changes, and resampling never blurs the rest of the user's mask."""
+    mask = (paste_logits(logits, box, shape) > 0).astype(np.uint8)
+    if prev is None or prev_crop is None:
+        return mask
+    changed = (np.asarray(logits) > 0) != (np.asarray(prev_crop) > 0)
+    changed = ndimage.binary_dilation(changed, iterations=1).astype(np.uint8)
+    h, w = shape
+    changed = cv2.warpAffine(
+        changed, box.matrix(logits.shape[0]), (w, h),
+        flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_CONSTANT,
+        borderValue=0,
+    )  # fmt: skip
+    return np.where(changed > 0, mask, np.asarray(prev) > 0).astype(np.uint8)
 
 
 def zoom_sample(

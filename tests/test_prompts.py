@@ -155,3 +155,23 @@ def test_check_prompt_reads_users_conventions_and_refuses_the_ambiguous():
         prompts.check_prompt(image, g255, np.full((10, 12), np.nan))
     with pytest.raises(ValueError, match="image must be uint8\\[H, W, 3\\]"):
         prompts.check_prompt(np.zeros((10, 12, 2), np.uint8), g255)
+
+
+def test_paste_mask_keeps_the_previous_mask_where_the_model_kept_it():
+    shape = (300, 400)
+    prev = disc(shape, 200, 150, 80)
+    box = prompts.zoom_box(np.zeros(shape, np.uint8), prev, SIZE)
+    prev_crop = prompts.crop_mask(prev, box, SIZE)
+    same = np.where(prev_crop > 0, 3.0, -3.0).astype(np.float32)
+    # the resampled logits alone would round the disc's pixels off; paste_mask keeps them all
+    assert not np.array_equal(prompts.paste_mask(same, box, shape), prev)
+    np.testing.assert_array_equal(prompts.paste_mask(same, box, shape, prev, prev_crop), prev)
+    grown = same.copy()
+    grown[:8, :8] = 3.0  # the model adds a corner of the crop
+    out = prompts.paste_mask(grown, box, shape, prev, prev_crop)
+    assert (out >= prev).all() and out.sum() > prev.sum()
+    step = box.side / SIZE  # photo pixels per crop pixel
+    y0, x0 = max(int(box.y0), 0), max(int(box.x0), 0)
+    assert out[
+        y0 + int(2 * step) : y0 + int(6 * step), x0 + int(2 * step) : x0 + int(6 * step)
+    ].all()

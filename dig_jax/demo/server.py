@@ -88,7 +88,7 @@ class DemoModel:
             mask = self.segmenter.predict(image, gesture, prev)
             return mask, None, (time.perf_counter() - start) * 1e3
         out = self.segmenter.predict_heads(image, gesture, prev)
-        mask = (out["logits"] > 0).astype(np.uint8)
+        mask = out["mask"]
         heads = None if out["kind"] is None else read_heads(out["context"], out["kind"])
         return mask, heads, (time.perf_counter() - start) * 1e3
 

@@ -145,8 +145,10 @@ def segmenter_predictor(
         masks = []
         for start in range(0, len(samples), batch_size):
             batch, places = zoom_crops(samples[start : start + batch_size], segmenter.size)
-            for logits, (box, shape) in zip(network(batch), places, strict=True):
-                masks.append((prompts.paste_logits(logits, box, shape) > 0).astype(np.uint8))
+            chunk = samples[start : start + batch_size]
+            for i, (logits, (box, shape)) in enumerate(zip(network(batch), places, strict=True)):
+                prev = chunk[i]["prev_mask"] if bool(chunk[i]["has_prev"]) else None
+                masks.append(prompts.paste_mask(logits, box, shape, prev, batch["prev_mask"][i]))
         return masks
 
     return predict

@@ -126,6 +126,7 @@ def test_predict_heads_matches_predict(tiny_single, tiny_multi):
         np.testing.assert_allclose(
             out["logits"], seg.predict_logits(image, gesture, prev), rtol=1e-5, atol=1e-5
         )
+        np.testing.assert_array_equal(out["mask"], seg.predict(image, gesture, prev))
         if multihead:
             assert isinstance(out["context"], float) and out["kind"].shape == (5,)
         else:
