@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
-CONFIG ?= experiments/hrnet_dataaug.py:demo
+CONFIG ?= experiments/lite_dataaug.py:demo
 WORKDIR ?= workdirs/$(basename $(notdir $(firstword $(subst :, ,$(CONFIG)))))_$(lastword $(subst :, ,$(CONFIG)))
 PYTEST_ARGS ?=
 CHECKPOINT ?= checkpoints/hrnet_dataaug_offline.digjax
@@ -36,7 +36,7 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 
 bench: $(STAMP)
-	@for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f --quick || exit 1; done
+	@for f in benchmarks/[!_]*.py; do echo "== $$f"; $(BIN)/python $$f --quick || exit 1; done
 
 attack: $(STAMP)
 	$(BIN)/python -m dig_jax.attack --checkpoint $(CHECKPOINT) --datasets $(DATASETS) --out results/breps

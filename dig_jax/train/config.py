@@ -160,6 +160,9 @@ def with_lite_backbone(config: ml_collections.ConfigDict) -> ml_collections.Conf
     config.model.fine_head = True
     config.model.head_width = {"paper": 96, "offline": 64, "demo": 32, "tiny": 8}[config.variant]
     config.optim.backbone_lr_mult = 0.1
+    if config.variant == "demo":  # `make train`: a few minutes from ImageNet features
+        config.total_steps = 800
+        config.optim.warmup_steps = 50
     if config.variant == "offline":
         config.image_size = 224
         config.total_steps = 24_000

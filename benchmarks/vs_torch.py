@@ -1,0 +1,205 @@
+"""JAX vs PyTorch on this machine: forward and train step of the same segmenters.
+
+    python benchmarks/vs_torch.py             # both models, four cases (quiet machine: ~25 min)
+    python benchmarks/vs_torch.py --quick     # tiny HRNet / Lite at 64², 2 iterations (make bench)
+    python benchmarks/vs_torch.py --models hrnet18s --cases "train b8 256" --iters 9
+
+The PyTorch side is `benchmarks/torch_segmenters.py`: the same HRNet-18s and EfficientNet-Lite0
+segmenters (same layers, widths, parameter count and head, checked leaf by leaf against the
+Flax variables), the normalized focal loss and AdamW (+ global-norm clipping as in the config).
+Every (model, case, runner) runs in its own child process of this one (same process tree, one
+at a time), so each reports its own peak RSS and cold compile time. Inputs are the same uint8
+batches (image, gesture, distance, previous mask, target) converted to model input inside the
+timed call on both sides. Runners: `jax` — the project's paths: forward is the jitted logits
+function of `LoadedSegmenter` (what `predict` runs on its S×S crop), the train step is
+`dig_jax.train.train.train_step` (AdamW, donated state) compiled with
+`dig_jax.models.xla_options.train_compiler_options()`; `jax-plain` — the same train step without
+those options (only with --plain); `torch` — eager NCHW; `torch-cl` — eager channels_last.
+Throughput is images/s from the median of `--iters` timed calls after `--warmup` calls;
+ratio = jax / best torch (≥ 1: JAX as fast); memory ratio = JAX peak RSS / that torch's.
+torch is optional (`pip install '.[bench]'`, torch==2.13.0, CPU build): without it the
+benchmark says so and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CASES = {"forward b1 512": ("forward", 1, 512), "forward b8 256": ("forward", 8, 256),
+         "train b8 256": ("train", 8, 256), "train b2 512": ("train", 2, 512)}  # fmt: skip
+QUICK_CASES = {"forward b1 64": ("forward", 1, 64), "train b2 64": ("train", 2, 64)}
+MODELS = ("hrnet18s", "efficientnet_lite0")
+
+
+def model_config(name: str, quick: bool):
+    """The experiment config of `name` ('offline' widths; 'tiny' with --quick)."""
+    from dig_jax.train.config import base_config, with_lite_backbone
+
+    config = base_config("tiny" if quick else "offline")
+    if name == "efficientnet_lite0":
+        config = with_lite_backbone(config)
+        config.model.pretrained = ""  # random weights: the cost does not depend on them
+    return config
+
+
+def uint8_batch(batch: int, side: int, seed: int = 0) -> dict:
+    """The uint8 arrays a training batch holds (random content: cost does not depend on it)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    masks = lambda: rng.integers(0, 2, (batch, side, side), dtype=np.uint8)
+    target = masks()
+    target[:, : side // 16] = 255  # some void
+    return {"image": rng.integers(0, 256, (batch, side, side, 3), dtype=np.uint8),
+            "gesture": masks(), "distance": rng.integers(0, 256, (batch, side, side), np.uint8),
+            "prev_mask": masks(), "target": target}  # fmt: skip
+
+
+def rss_mib() -> float:
+    """Peak resident set size of this process so far, MiB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def time_calls(fn, iters: int, warmup: int) -> tuple[float, float]:
+    """(first call s, median s of `iters` calls after `warmup` more)."""
+    start = time.perf_counter()
+    fn()
+    first = time.perf_counter() - start
+    for _ in range(warmup):
+        fn()
+    runs = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        fn()
+        runs.append(time.perf_counter() - start)
+    return first, statistics.median(runs)
+
+
+def worker(args: argparse.Namespace) -> dict:
+    """One (runner, model, case) in this process; returns the measurements."""
+    kind, batch, side = (QUICK_CASES if args.quick else CASES)[args.case]
+    config = model_config(args.model, args.quick)
+    data = uint8_batch(batch, side)
+    base_rss = rss_mib()
+    if args.worker.startswith("jax"):
+        from _vs_torch_runners import jax_forward, jax_train
+
+        run = jax_forward if kind == "forward" else jax_train
+        result = run(config, data, args.iters, args.warmup, plain=args.worker == "jax-plain")
+    else:
+        from _vs_torch_runners import torch_forward, torch_train
+
+        run = torch_forward if kind == "forward" else torch_train
+        result = run(config, data, args.iters, args.warmup, args.worker == "torch-cl", args.threads)
+    first, median = result.pop("first_s"), result.pop("median_s")
+    return {"images_per_s": batch / median, "median_s": median, "first_s": first,
+            "peak_rss_mib": rss_mib(), "base_rss_mib": base_rss, **result}  # fmt: skip
+
+
+def run_child(runner: str, model: str, case: str, args: argparse.Namespace) -> dict:
+    """Run one measurement in a child process; {'error': ...} when it fails."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", runner, "--model", model,
+           "--case", case, "--iters", str(args.iters), "--warmup", str(args.warmup),
+           "--threads", str(args.threads)] + (["--quick"] if args.quick else [])  # fmt: skip
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {args.timeout} s"}
+    for line in done.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+    return {"error": f"exit {done.returncode}: " + " | ".join(tail)}
+
+
+def fmt(value: float | None, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def report(model: str, rows: dict[str, dict[str, dict]], runners: list[str]) -> list[str]:
+    """Markdown table of one model's results."""
+    lines = [f"\n{model}", "| case (images/s) | " + " | ".join(runners) + " | jax / best torch "
+             "| JAX compile s | torch first call s | peak RSS JAX / torch MiB | memory ratio |",
+             "|---" * (len(runners) + 6) + "|"]  # fmt: skip
+    for case, results in rows.items():
+        ok = {r: v for r, v in results.items() if "error" not in v}
+        speeds = [fmt(ok[r]["images_per_s"]) if r in ok else "err" for r in runners]
+        torch = [r for r in ok if r.startswith("torch")]
+        best = max(torch, key=lambda r: ok[r]["images_per_s"], default=None)
+        jax_r = ok.get("jax")
+        ratio = jax_r["images_per_s"] / ok[best]["images_per_s"] if jax_r and best else None
+        mem = jax_r["peak_rss_mib"] / ok[best]["peak_rss_mib"] if jax_r and best else None
+        rss = f"{fmt(jax_r and jax_r['peak_rss_mib'], '.0f')} / " + fmt(
+            ok[best]["peak_rss_mib"] if best else None, ".0f"
+        )
+        lines.append(
+            f"| {case} | " + " | ".join(speeds) + f" | {fmt(ratio)} | "
+            f"{fmt(jax_r and jax_r.get('compile_s'), '.1f')} | "
+            f"{fmt(ok[best]['first_s'] if best else None, '.2f')} | {rss} | {fmt(mem)} |"
+        )
+        for r, v in results.items():
+            if "error" in v:
+                lines.append(f"  {r}: {v['error']}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny models at 64², 2 iterations")
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--cases", default=None, help="comma-separated case names")
+    parser.add_argument("--iters", type=int, default=None, help="timed calls (default 7)")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed calls after the first")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads")
+    parser.add_argument("--plain", action="store_true", help="also the train step without options")
+    parser.add_argument("--timeout", type=int, default=1800, help="s per child process")
+    parser.add_argument("--json", type=Path, default=None, help="write every result here")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--model", help=argparse.SUPPRESS)
+    parser.add_argument("--case", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.iters = args.iters or (2 if args.quick else 7)
+    args.warmup = args.warmup if args.warmup is not None else (0 if args.quick else 2)
+    if args.worker:
+        print("RESULT " + json.dumps(worker(args)), flush=True)
+        return 0
+    if importlib.util.find_spec("torch") is None:
+        print("vs_torch: PyTorch is not installed, skipping (pip install '.[bench]' installs "
+              "torch==2.13.0, the CPU build)")  # fmt: skip
+        return 0
+    cases = QUICK_CASES if args.quick else CASES
+    names = [c.strip() for c in args.cases.split(",")] if args.cases else list(cases)
+    unknown = [c for c in names if c not in cases]
+    if unknown:
+        parser.error(f"--cases: unknown {unknown}; choose from {list(cases)}")
+    runners = ["jax"] + (["jax-plain"] if args.plain else []) + ["torch", "torch-cl"]
+    print(
+        f"JAX vs PyTorch, {os.cpu_count()} CPU cores, torch threads {args.threads}, median of "
+        f"{args.iters} calls after {args.warmup} warm-up{' (quick: tiny models)' * args.quick}"
+    )
+    everything: dict = {}
+    for model in [m.strip() for m in args.models.split(",") if m.strip()]:
+        rows: dict[str, dict[str, dict]] = {}
+        for case in names:
+            rows[case] = {r: run_child(r, model, case, args) for r in runners}
+            speeds = ", ".join(f"{r} {fmt(v.get('images_per_s'))}" for r, v in rows[case].items())
+            print(f"  {model} {case}: {speeds} images/s", flush=True)
+        print("\n".join(report(model, rows, runners)), flush=True)
+        everything[model] = rows
+    if args.json:
+        args.json.write_text(json.dumps(everything, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
