@@ -95,3 +95,48 @@ def all_tables(
     tables = [kind_table(results, s, p) for p in PHASE_NAMES for s in scores]
     tables += [nog_table(results, t) for t in (80, 85, 90)]
     return "\n\n".join(t for t in tables if t)
+
+
+def merge_results(payloads: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The `results` of several `metrics.json` payloads side by side (later files win a clash)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for payload in payloads:
+        for predictor, evals in payload["results"].items():
+            merged.setdefault(predictor, {}).update(evals)
+    return merged
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m dig_jax.evaluation.tables A/metrics.json B/metrics.json [--out DIR]`: one set
+    of tables for runs made separately (e.g. the classical peers once, each checkpoint later)."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    from dig_jax.outputs import write_text_atomic
+
+    parser = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
+    parser.add_argument("metrics", nargs="+", help="metrics.json files of `dig_jax.evaluate`")
+    parser.add_argument("--out", default="", help="write tables.md and metrics.json here")
+    args = parser.parse_args(argv)
+    payloads = []
+    for name in args.metrics:
+        try:
+            payloads.append(json.loads(Path(name).read_text()))
+        except (OSError, ValueError) as error:
+            parser.error(f"cannot read {name}: {error}")
+        if "results" not in payloads[-1]:
+            parser.error(f"{name} is not a metrics.json of dig_jax.evaluate (no 'results')")
+    results = merge_results(payloads)
+    text = all_tables(results)
+    print(text)
+    if args.out:
+        out = Path(args.out)
+        write_text_atomic(out / "tables.md", text + "\n")
+        merged = {"sources": list(args.metrics), "results": results}
+        write_text_atomic(out / "metrics.json", json.dumps(merged, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

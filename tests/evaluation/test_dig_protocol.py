@@ -16,6 +16,7 @@ from dig_jax.evaluation import SkipLog, evaluation_samples, iterative_ious
 from dig_jax.evaluation.dig_tables import score_samples
 from dig_jax.evaluation.protocol import load_dataset, nog_items
 from dig_jax.evaluation.tables import all_tables
+from dig_jax.evaluation.tables import main as tables_main
 from dig_jax.gestures import Gesture, GestureKind, rasterize
 from dig_jax.models.interactive import encode_context_clicks
 
@@ -109,6 +110,19 @@ def test_evaluate_runs_on_dig_json_and_results_render_again(dig_json_set, tmp_pa
     for phase in ("create", "refine", "multi"):
         assert f"{spec}/iou_global/all/{phase}" in metrics
     assert all_tables(payload["results"]) + "\n" == (tmp_path / "tables.md").read_text()
+
+    # A run made separately merges into one set of tables (peers once, checkpoints later).
+    other = {"results": {"other": payload["results"]["filled"]}}
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    merged_dir = tmp_path / "merged"
+    argv = [str(tmp_path / "metrics.json"), str(tmp_path / "other.json"), "--out", str(merged_dir)]
+    assert tables_main(argv) == 0
+    merged = json.loads((merged_dir / "metrics.json").read_text())["results"]
+    assert set(merged) == {"filled", "other"} and merged["other"] == merged["filled"]
+    text = (merged_dir / "tables.md").read_text()
+    assert "| filled |" in text and "| other |" in text
+    with pytest.raises(SystemExit):
+        tables_main([str(tmp_path / "missing.json")])
 
 
 def test_random_context_is_drawn_per_click():
