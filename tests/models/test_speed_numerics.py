@@ -69,7 +69,8 @@ def _outputs(name: str) -> dict[str, np.ndarray]:
     variables = _variables(model, name)
     batch = _batch()
     x = batch_to_input(batch, "gesture")
-    eval_logits = model.apply(variables, x, train=False)["mask"]
+    # Jitted: op-by-op dispatch of the un-jitted backward pass took minutes on 2 cores.
+    eval_logits = jax.jit(lambda v, x: model.apply(v, x, train=False)["mask"])(variables, x)
 
     def loss_fn(params):
         out, _ = model.apply(
@@ -78,7 +79,8 @@ def _outputs(name: str) -> dict[str, np.ndarray]:
         )  # fmt: skip
         return total_loss(out, batch, config.loss)[0], out["mask"]
 
-    (loss, train_logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(variables["params"])
+    grad_fn = jax.jit(jax.value_and_grad(loss_fn, has_aux=True))
+    (loss, train_logits), grads = grad_fn(variables["params"])
     leaves = jax.tree.leaves(grads)
     return {
         f"{name}_eval": np.asarray(eval_logits),
