@@ -5,55 +5,15 @@ from __future__ import annotations
 import json
 
 import cv2
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from dig_jax.attack import main
-from dig_jax.export import save_segmenter
-from dig_jax.models.interactive import build_segmenter
 from dig_jax.paths import checkpoint_name
 
-TINY_MODEL = {
-    "widths": [4, 8],
-    "stem_width": 4,
-    "stage1_planes": 4,
-    "blocks": 1,
-    "stage_modules": [1],
-    "head_width": 4,
-    "input_kind": "gesture",
-    "context_encoding": "gesture",
-    "multihead": False,
-    "aux_reduce": 4,
-    "aux_pool": 4,
-    "aux_hidden": [16, 8],
-}
 
-
-def random_variables(model):
-    """Variables of the right structure without running `init` (slow to compile on CPU)."""
-    shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros((1, 32, 32, 6))))
-    rng = np.random.default_rng(0)
-
-    def fill(path, leaf):
-        name = str(path[-1])
-        if "var" in name or "scale" in name:
-            return np.ones(leaf.shape, leaf.dtype)
-        if "mean" in name or "bias" in name:
-            return np.zeros(leaf.shape, leaf.dtype)
-        return (0.3 * rng.standard_normal(leaf.shape)).astype(leaf.dtype)
-
-    return jax.tree_util.tree_map_with_path(fill, shapes)
-
-
-def test_attack_cli_end_to_end(tmp_path):
-    import ml_collections
-
-    config = ml_collections.ConfigDict({"model": TINY_MODEL, "image_size": 32})
-    model = build_segmenter(config.model)
-    variables = random_variables(model)
-    ckpt = save_segmenter(tmp_path / "tiny" / "segmenter.digjax", variables, config)
+def test_attack_cli_end_to_end(tmp_path, tiny_checkpoint):
+    ckpt = tiny_checkpoint
     assert checkpoint_name(ckpt) == "tiny"
 
     data = tmp_path / "toyset"
