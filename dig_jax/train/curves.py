@@ -1,6 +1,6 @@
 """Training curves from a workdir's `metrics.jsonl`, saved as a PNG (matplotlib, Agg).
 
-python -m dig_jax.train.curves workdirs/hrnet_dataaug_offline [--out curves.png]
+python -m dig_jax.train.curves workdirs/lite_dataaug_offline [--out curves.png]
 """
 
 from __future__ import annotations
