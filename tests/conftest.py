@@ -7,8 +7,6 @@ import os
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 import pytest
 
 jax.config.update("jax_num_cpu_devices", 4)
@@ -35,48 +33,14 @@ def shared_data() -> Path:
     return root
 
 
-TINY_MODEL = {
-    "widths": [4, 8],
-    "stem_width": 4,
-    "stage1_planes": 4,
-    "blocks": 1,
-    "stage_modules": [1],
-    "head_width": 4,
-    "input_kind": "gesture",
-    "context_encoding": "gesture",
-    "multihead": False,
-    "aux_reduce": 4,
-    "aux_pool": 4,
-    "aux_hidden": [16, 8],
-}
-
-
-def random_variables(model):
-    """Variables of the right structure without running `init` (slow to compile on CPU)."""
-    shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros((1, 32, 32, 6))))
-    rng = np.random.default_rng(0)
-
-    def fill(path, leaf):
-        name = str(path[-1])
-        if "var" in name or "scale" in name:
-            return np.ones(leaf.shape, leaf.dtype)
-        if "mean" in name or "bias" in name:
-            return np.zeros(leaf.shape, leaf.dtype)
-        return (0.3 * rng.standard_normal(leaf.shape)).astype(leaf.dtype)
-
-    return jax.tree_util.tree_map_with_path(fill, shapes)
-
-
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory) -> Path:
     """A tiny gesture-agnostic HRNet exported as `<tmp>/tiny/segmenter.digjax` (random weights:
     for tests of code paths, not of numbers)."""
-    import ml_collections
+    from tiny_models import tiny_variables
 
     from dig_jax.export import save_segmenter
-    from dig_jax.models.interactive import build_segmenter
 
-    config = ml_collections.ConfigDict({"model": TINY_MODEL, "image_size": 32})
-    model = build_segmenter(config.model)
+    config, variables = tiny_variables()
     path = tmp_path_factory.mktemp("ckpt") / "tiny" / "segmenter.digjax"
-    return save_segmenter(path, random_variables(model), config)
+    return save_segmenter(path, variables, config)

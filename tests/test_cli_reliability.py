@@ -7,45 +7,19 @@ import json
 import struct
 
 import cv2
-import jax
-import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import pytest
 from flax import serialization
+from tiny_models import tiny_variables
 
 from dig_jax import attack, evaluate
 from dig_jax.export import MAGIC, save_segmenter
-from dig_jax.models.interactive import build_segmenter
 
-TINY_MODEL = {
-    "widths": [4, 8],
-    "stem_width": 4,
-    "stage1_planes": 4,
-    "blocks": 1,
-    "stage_modules": [1],
-    "head_width": 4,
-    "input_kind": "gesture",
-    "context_encoding": "gesture",
-    "multihead": False,
-    "aux_reduce": 4,
-    "aux_pool": 4,
-    "aux_hidden": [8],
-}
-CONFIG = {"model": TINY_MODEL, "image_size": 32}
+CONFIG = tiny_variables()[0]
 
 
 def variables(var: float = 1.0, nan: bool = False) -> dict:
-    model = build_segmenter(ml_collections.ConfigDict(CONFIG).model)
-    shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros((1, 32, 32, 6))))
-    rng = np.random.default_rng(0)
-
-    def fill(path, leaf):
-        if "var" in jax.tree_util.keystr(path):
-            return np.full(leaf.shape, var, leaf.dtype)
-        return (0.3 * rng.standard_normal(leaf.shape)).astype(leaf.dtype) * (np.nan if nan else 1)
-
-    return jax.tree_util.tree_map_with_path(fill, shapes)
+    return tiny_variables(var=var, nan=nan)[1]
 
 
 @pytest.fixture(scope="module")

@@ -8,45 +8,13 @@ import json
 import struct
 
 import jax
-import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import pytest
 from flax import serialization
+from tiny_models import tiny_variables
 
 import dig_jax
 from dig_jax.export import MAGIC, save_segmenter
-from dig_jax.models.interactive import build_segmenter
-
-TINY_MODEL = {
-    "widths": [4, 8],
-    "stem_width": 4,
-    "stage1_planes": 4,
-    "blocks": 1,
-    "stage_modules": [1],
-    "head_width": 4,
-    "input_kind": "gesture",
-    "context_encoding": "gesture",
-    "multihead": False,
-    "aux_reduce": 4,
-    "aux_pool": 4,
-    "aux_hidden": [8],
-}
-
-
-def tiny_variables(head_width: int = 4, var: float = 1.0) -> tuple[dict, dict]:
-    """(config dict, random variables) of a tiny gesture model; BatchNorm variances = `var`."""
-    config = {"model": {**TINY_MODEL, "head_width": head_width}, "image_size": 32}
-    model = build_segmenter(ml_collections.ConfigDict(config).model)
-    shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), jnp.zeros((1, 32, 32, 6))))
-    rng = np.random.default_rng(0)
-
-    def fill(path, leaf):
-        if "var" in jax.tree_util.keystr(path):
-            return np.full(leaf.shape, var, leaf.dtype)
-        return (0.3 * rng.standard_normal(leaf.shape)).astype(leaf.dtype)
-
-    return config, jax.tree_util.tree_map_with_path(fill, shapes)
 
 
 def raw_file(path, config: dict, variables: dict) -> None:
