@@ -5,9 +5,8 @@ previous mask), as the DIG paper adapts click models; trained with the true cont
 encoded as their skeleton clicks (radius-5 disks) and rectangles as a box map, so that at test
 time the positive / negative / random context strategies run on the same network. Backbone,
 decoder, zoom-in crops and data as `lite_dataaug` (without multi-region augmentation, like the
-paper's adapted baselines). Not trained yet on this machine (no CPU time was left after the
-gesture-agnostic model); `dig_jax.paths.shipped_checkpoint("context")` falls back to the HRNet-18s
-`checkpoints/context_baseline_offline.digjax` until `lite_context_baseline_offline.digjax` exists.
+paper's adapted baselines). The shipped `checkpoints/lite_context_baseline_offline.digjax` is
+this config's `offline` variant with `--config.total_steps=2500` (a short run).
 Variants: paper, offline, demo (default), tiny (raw gesture maps instead of skeleton clicks).
 """
 
