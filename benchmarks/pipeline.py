@@ -1,24 +1,109 @@
-"""Samples/s of the on-the-fly data pipeline at 512x512 with 0, 1 and 2 grain workers.
+"""The on-the-fly DIG sample at 512²: per-core cost against a reference commit, and grain throughput.
 
-    .venv/bin/python benchmarks/pipeline.py [--quick] [--size 512] [--sources procedural ...]
+    .venv/bin/python benchmarks/pipeline.py [--quick] [--size 512] [--against REF] [--sources ...]
 
-Each configuration is timed after its first batch (process start-up excluded); ratios are
-against worker_count=0, read_threads=0 measured in the same run. Real photos are added to the
-sources in the full run when `dig_jax.paths.data_root()` holds them.
+1. Sample making, per core: `SampleTransform` (region, SLIC prior, corrections, gesture,
+   rasterisation, zoom crop, distance map, flip) on records already decoded (file reading and
+   JPEG decoding are not the sample's cost), CPU seconds per sample of this process. The same
+   measurement runs on the code of `--against` (default: the commit before the speed work),
+   checked out into a temporary git worktree and run in a child process on the same records,
+   so the ratio compares both on this machine in this run. Both must give the same samples
+   (`tests/data/test_sample_bytes.py` pins the bytes); the digests of the samples made here are
+   printed side by side.
+2. Samples/s of `make_dataset` with 0, 1 and 2 grain workers (file decoding included); ratios
+   against worker_count=0, read_threads=0 in the same run.
+
+Real photos are added to the sources in the full run when `dig_jax.paths.data_root()` holds them.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
-from dig_jax.data.pipeline import make_dataset
-from dig_jax.paths import has_data
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = "d8b92bd"  # last commit before the data-path speed work
+
+
+def records(sources: list[str], per_source: int, size: int) -> list:
+    """Up to `per_source` records of each source, decoded once."""
+    from dig_jax.data.pipeline import resolve_source
+
+    out = []
+    for spec in sources:
+        out += resolve_source(spec, image_size=(size, size))[:per_source]
+    return out
+
+
+def sample_cost(sources: list[str], per_source: int, size: int, repeats: int) -> dict:
+    """CPU ms per sample of `SampleTransform` on decoded records, and a digest of the samples."""
+    from dig_jax.data.pipeline import SampleTransform
+
+    recs = records(sources, per_source, size)
+    for rec in recs:
+        loaded = rec.load()
+        object.__setattr__(rec, "load", lambda loaded=loaded: loaded)  # decode once
+    transform = SampleTransform((size, size), 0.5, 0.3, tuple(range(5)), 640, augment=True)
+    digest = hashlib.sha256()
+
+    def run(seed: int) -> int:
+        made = 0
+        for i, rec in enumerate(recs):
+            sample = transform(rec, np.random.default_rng([seed, i]))
+            if sample is not None:
+                made += 1
+                for key in sorted(sample):
+                    if isinstance(sample[key], np.ndarray):
+                        digest.update(np.ascontiguousarray(sample[key]).tobytes())
+        return made
+
+    run(99)  # warm-up: imports, caches
+    start = time.process_time()
+    made = sum(run(seed) for seed in range(repeats))
+    cpu = time.process_time() - start
+    return {"ms_per_sample": cpu / made * 1e3, "samples": made, "digest": digest.hexdigest()[:16]}
+
+
+def reference_cost(ref: str, args: argparse.Namespace, sources: list[str]) -> dict:
+    """`sample_cost` on the code of git commit `ref`, in a child process."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "ref"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), ref],
+                       check=True, capture_output=True)  # fmt: skip
+        try:
+            env = dict(os.environ, PYTHONPATH=str(tree))
+            env.setdefault("DIG_JAX_DATA", str(_data_root()))
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--size",
+                   str(args.size), "--per-source", str(args.per_source), "--repeats",
+                   str(args.repeats), "--sources", *sources]  # fmt: skip
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp)
+            if done.returncode != 0:
+                return {"error": done.stderr.strip().splitlines()[-1:]}
+            return json.loads(done.stdout.strip().splitlines()[-1])
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+                           capture_output=True)  # fmt: skip
+
+
+def _data_root() -> Path:
+    from dig_jax.paths import data_root
+
+    return data_root().resolve()
 
 
 def samples_per_second(cfg: dict, batches: int) -> float:
-    ds = make_dataset(cfg, "train")
-    it = iter(ds)
+    from dig_jax.data.pipeline import make_dataset
+
+    it = iter(make_dataset(cfg, "train"))
     next(it)  # start-up, worker spawn and first batch are not timed
     start = time.perf_counter()
     for _ in range(batches):
@@ -31,24 +116,48 @@ def samples_per_second(cfg: dict, batches: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="few batches, procedural only")
+    parser.add_argument("--quick", action="store_true", help="few samples, procedural only")
     parser.add_argument("--size", type=int, default=512)
     parser.add_argument("--sources", nargs="*", default=None)
+    parser.add_argument("--against", default=REFERENCE, help="git commit of the reference code")
+    parser.add_argument("--per-source", type=int, default=None, help="records per source")
+    parser.add_argument("--repeats", type=int, default=None, help="seeds per record")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.per_source = args.per_source or (4 if args.quick else 16)
+    args.repeats = args.repeats or (1 if args.quick else 3)
+    if args.child:
+        print(json.dumps(sample_cost(args.sources, args.per_source, args.size, args.repeats)))
+        return
+    from dig_jax.paths import has_data
+
     sources = args.sources or ["procedural:200"]
     if args.sources is None and not args.quick and has_data("coco_mval"):
         sources += ["coco_mval", "bsds500_regions/train"]
+    print(f"sources={sources} size={args.size}")
+    print(f"1. sample making on decoded records ({args.per_source} per source x {args.repeats} "
+          "seeds), CPU ms per sample:")  # fmt: skip
+    ours = sample_cost(sources, args.per_source, args.size, args.repeats)
+    ref = reference_cost(args.against, args, sources)
+    print(f"   this tree : {ours['ms_per_sample']:7.2f} ms  ({ours['samples']} samples, "
+          f"digest {ours['digest']})")  # fmt: skip
+    if "error" in ref:
+        print(f"   {args.against}: failed ({ref['error']})")
+    else:
+        same = "same samples" if ref["digest"] == ours["digest"] else "DIFFERENT samples"
+        print(f"   {args.against:<10}: {ref['ms_per_sample']:7.2f} ms  (digest {ref['digest']}, "
+              f"{same})\n   speed-up  : {ref['ms_per_sample'] / ours['ms_per_sample']:.2f}x")  # fmt: skip
     batches = 3 if args.quick else 12
     base = dict(sources=sources, image_size=args.size, batch_size=4, prior_prob=0.5,
                 multi_region_prob=0.3, shard=(0, 1), seed=0)  # fmt: skip
     configs = [("workers=0 threads=0", 0, 0), ("workers=0 threads=2", 0, 2),
                ("workers=1 threads=0", 1, 0), ("workers=2 threads=0", 2, 0)]  # fmt: skip
-    print(f"sources={sources} size={args.size} batch=4 batches={batches}")
+    print(f"2. make_dataset, batch 4, {batches} batches (decoding included):")
     reference = None
     for name, workers, threads in configs:
         rate = samples_per_second(dict(base, worker_count=workers, read_threads=threads), batches)
         reference = reference or rate
-        print(f"{name:>22}: {rate:7.1f} samples/s  ({rate / reference:4.2f}x)")
+        print(f"   {name:>20}: {rate:7.1f} samples/s  ({rate / reference:4.2f}x)")
 
 
 if __name__ == "__main__":

@@ -125,7 +125,8 @@ class LoadedSegmenter:
         self.variables = jax.tree.map(jnp.asarray, variables)
         self.input_kind: str = config.model.input_kind
         self.size: int = int(config.image_size)
-        self._logits = jax.jit(self.predict_logits_fn())
+        self._logits_fn = self._make_logits_fn()
+        self._logits = jax.jit(self._logits_fn)
         self._outputs = jax.jit(lambda x: self.model.apply(self.variables, x, train=False))
 
     def logits(self, x: Any) -> jax.Array:
@@ -134,7 +135,11 @@ class LoadedSegmenter:
 
     def predict_logits_fn(self):
         """Pure jnp function x f32[B, H, W, C] -> mask logits f32[B, H, W] (H, W multiples of
-        32; the working size S is what the model was trained at)."""
+        32; the working size S is what the model was trained at). The same function object on
+        every call, so the attacks' compile caches (keyed on it) hit across calls."""
+        return self._logits_fn
+
+    def _make_logits_fn(self):
         model, variables = self.model, self.variables
 
         def logits_fn(x: jax.Array) -> jax.Array:

@@ -26,6 +26,7 @@ import cv2
 import numpy as np
 from scipy import ndimage
 
+from dig_jax.gestures.raster import distance_uint8
 from dig_jax.gestures.types import BRUSH_RADIUS
 from dig_jax.metrics import VOID
 
@@ -210,12 +211,6 @@ def warp(array: np.ndarray, box: ZoomBox, size: int, *, nearest: bool = False, f
     return out
 
 
-def _distance_uint8(gesture: np.ndarray) -> np.ndarray:
-    from dig_jax.gestures import distance_map
-
-    return np.rint(distance_map(gesture) * 255.0).astype(np.uint8)
-
-
 def crop_gesture(gesture_map: np.ndarray, box: ZoomBox, size: int) -> np.ndarray:
     """uint8[S, S] {0,1}: crop pixels covered at least `GESTURE_COVERAGE` by the stroke."""
     covered = warp(np.asarray(gesture_map, np.float32), box, size)
@@ -244,7 +239,7 @@ def crop_prompt(
     return {
         "image": warp(np.asarray(image, np.uint8), box, size, fill=PAD_RGB),
         "gesture": gesture,
-        "distance": _distance_uint8(gesture),
+        "distance": distance_uint8(gesture),
         "prev_mask": prev,
     }
 
@@ -322,7 +317,7 @@ def zoom_sample(
     if rng is not None and rng.random() < 0.5:
         for key, value in out.items():
             if isinstance(value, np.ndarray) and value.shape[:2] == (size, size):
-                out[key] = np.ascontiguousarray(value[:, ::-1])
+                out[key] = cv2.flip(value, 1)  # left-right, same bytes as value[:, ::-1]
     return out
 
 

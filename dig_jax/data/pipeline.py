@@ -275,6 +275,7 @@ class SampleTransform:
                 sample = random_sample(
                     loaded, rng, prior_prob=self.prior_prob,
                     multi_region_prob=self.multi_region_prob, kinds=self.kinds,
+                    with_distance=False,  # zoom_sample computes it on the crop
                 )  # fmt: skip
                 if sample is None:
                     name = element.describe or f"{element.source}:{element.image_id}"

@@ -14,7 +14,6 @@ import dataclasses
 
 import cv2
 import numpy as np
-from scipy import ndimage
 from skimage.segmentation import slic
 
 from dig_jax.data.regions import VOID, components
@@ -68,6 +67,18 @@ def _superpixels(image: np.ndarray, n_segments: int) -> np.ndarray:
     return sp
 
 
+def _boundary_band(mask: np.ndarray, width: int) -> np.ndarray:
+    """bool[H, W]: pixels within `width` cross-steps of the mask's boundary, on either side
+    (`ndimage` binary dilation minus erosion, outside the image counted as background)."""
+    if mask.size == 0:
+        return np.zeros(mask.shape, bool)
+    cross = cv2.getStructuringElement(cv2.MORPH_CROSS, (3, 3))
+    m = mask.view(np.uint8) if mask.dtype == bool else (mask > 0).astype(np.uint8)
+    grown = cv2.dilate(m, cross, iterations=width, borderType=cv2.BORDER_CONSTANT, borderValue=0)
+    shrunk = cv2.erode(m, cross, iterations=width, borderType=cv2.BORDER_CONSTANT, borderValue=0)
+    return grown > shrunk
+
+
 def _try_prior(image, gt, valid, fraction, band, rng):
     """One attempt on the cropped arrays; returns (prior crop, iou) or (None, best iou)."""
     area = int((gt & valid).sum())
@@ -76,7 +87,7 @@ def _try_prior(image, gt, valid, fraction, band, rng):
     n = int(sp.max()) + 1
     inside = np.bincount(sp.ravel(), weights=(gt & valid).ravel(), minlength=n)
     outside = np.bincount(sp.ravel(), weights=(~gt & valid).ravel(), minlength=n)
-    band_px = ndimage.binary_dilation(gt, iterations=2) & ~ndimage.binary_erosion(gt, iterations=2)
+    band_px = _boundary_band(gt, 2)
     candidates = np.unique(sp[band_px])
     if candidates.size == 0:
         return None, 1.0
@@ -89,11 +100,11 @@ def _try_prior(image, gt, valid, fraction, band, rng):
     if ok.size == 0:
         return None, float(ious[-1])
     k = int(rng.choice(ok)) + 1
-    prior = gt.copy()
     chosen, flip_out = order[:k], remove[:k]
-    prior[np.isin(sp, chosen[flip_out])] = False
-    prior[np.isin(sp, chosen[~flip_out])] = True
-    return prior, float(ious[k - 1])
+    clear, fill = np.zeros(n, bool), np.zeros(n, bool)  # per-superpixel lookup tables
+    clear[chosen[flip_out]] = True
+    fill[chosen[~flip_out]] = True
+    return (gt & ~clear[sp]) | fill[sp], float(ious[k - 1])
 
 
 def synthesize_prior(

@@ -9,9 +9,10 @@ GT stays the whole region. Regions under `MIN_AREA` px, or without a part that l
 from __future__ import annotations
 
 import dataclasses
+import functools
 
+import cv2
 import numpy as np
-from skimage.measure import label
 
 from dig_jax.metrics import VOID
 
@@ -20,11 +21,19 @@ MIN_AREA = 300  # px, regions and parts smaller than this are dropped
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Region:
-    """`mask` uint8[H,W] {0,1} (the whole instance); `parts` uint8[P,H,W] {0,1}, P >= 1."""
+    """`mask` uint8[H,W] {0,1} (the whole instance); `parts` uint8[P,H,W] {0,1}, P >= 1.
+
+    The parts are built on first use from the component labels of the mask's bounding box
+    (most regions of a photo are never drawn, so most never need them).
+    """
 
     instance_id: int
     mask: np.ndarray
-    parts: np.ndarray
+    labelled: _Labelled = dataclasses.field(repr=False)
+
+    @functools.cached_property
+    def parts(self) -> np.ndarray:
+        return self.labelled.stack(self.mask.shape)
 
     @property
     def area(self) -> int:
@@ -32,24 +41,49 @@ class Region:
 
     @property
     def num_parts(self) -> int:
-        return len(self.parts)
+        return len(self.labelled.keep)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Labelled:
+    """8-connected component labels of a mask inside its bounding box `box`, and the labels
+    kept (area >= min_area, in raster order of their first pixel)."""
+
+    box: tuple[slice, slice]
+    labels: np.ndarray
+    keep: tuple[int, ...]
+
+    def stack(self, shape: tuple[int, int]) -> np.ndarray:
+        out = np.zeros((len(self.keep), *shape), np.uint8)
+        for k, i in enumerate(self.keep):
+            out[k][self.box] = self.labels == i
+        return out
+
+
+def _label(mask: np.ndarray, min_area: int) -> _Labelled | None:
+    """Components of a bool mask with >= `min_area` px; None for an empty mask."""
+    rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
+    if rows.size == 0:
+        return None
+    box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
+    crop = np.ascontiguousarray(mask[box]).view(np.uint8)
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(crop, connectivity=8)
+    big = [i for i in range(1, n) if stats[i, cv2.CC_STAT_AREA] >= min_area]
+    # OpenCV's numbering is its own: order the kept components by their first pixel in raster
+    # order (the order scikit-image's `label` gives), found in the component's top row.
+    tops = stats[:, cv2.CC_STAT_TOP]
+    first = {i: (tops[i], int(np.argmax(labels[tops[i]] == i))) for i in big}
+    return _Labelled(box, labels, tuple(sorted(big, key=first.__getitem__)))
 
 
 def components(mask: np.ndarray, min_area: int = 0) -> np.ndarray:
     """8-connected components of a {0,1}/bool mask with >= `min_area` px, uint8[C, H, W],
     ordered by their first pixel in raster order."""
     mask = np.asarray(mask) > 0
-    rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
-    if rows.size == 0:
+    labelled = _label(mask, min_area)
+    if labelled is None:
         return np.zeros((0, *mask.shape), np.uint8)
-    box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
-    labels, n = label(mask[box], connectivity=2, return_num=True)
-    areas = np.bincount(labels.ravel(), minlength=n + 1)
-    keep = [i for i in range(1, n + 1) if areas[i] >= min_area]
-    out = np.zeros((len(keep), *mask.shape), np.uint8)
-    for k, i in enumerate(keep):
-        out[k][box] = labels == i
-    return out
+    return labelled.stack(mask.shape)
 
 
 def extract_regions(
@@ -77,13 +111,13 @@ def extract_regions(
             raise ValueError(f"void: shape {valid.shape} differs from masks {instances.shape[1:]}")
     regions = []
     for iid, inst in zip(ids, instances, strict=True):
-        mask = (inst > 0).astype(np.uint8)
-        area = int(mask.sum()) if valid is None else int((mask & valid).sum())
+        marked = inst > 0
+        area = np.count_nonzero(marked if valid is None else marked & valid)
         if area < min_area:
             continue
-        parts = components(mask, min_area)
-        if len(parts):
-            regions.append(Region(int(iid), mask, parts))
+        labelled = _label(marked, min_area)
+        if labelled is not None and labelled.keep:
+            regions.append(Region(int(iid), marked.view(np.uint8), labelled))
     return regions
 
 

@@ -25,7 +25,7 @@ from dig_jax.data.priors import (
     synthesize_prior,
 )
 from dig_jax.data.regions import VOID, Region, creation_target, disjoint_regions, extract_regions
-from dig_jax.gestures import distance_map, rasterize, simulate_creation, simulate_refinement
+from dig_jax.gestures import distance_uint8, rasterize, simulate_creation, simulate_refinement
 from dig_jax.gestures.types import Context, Gesture, GestureKind
 
 if TYPE_CHECKING:
@@ -37,11 +37,6 @@ SAMPLE_KEYS = (
     "image", "gesture", "distance", "prev_mask", "target", "region",
     "gesture_kind", "context", "has_prev", "image_id", "instance_id", "local", "void",
 )  # fmt: skip
-
-
-def distance_uint8(gesture_map: np.ndarray) -> np.ndarray:
-    """uint8[H,W]: Euclidean distance in px to the marked pixels, rounded, truncated at 255."""
-    return np.rint(np.asarray(distance_map(gesture_map), np.float32) * 255.0).astype(np.uint8)
 
 
 def gesture_maps(gesture: Gesture, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -64,10 +59,12 @@ def make_sample(
     distance: np.ndarray | None = None,
     local: np.ndarray | None = None,
     void: np.ndarray | None = None,
+    with_distance: bool = True,
 ) -> Sample:
     """Assemble a sample dict with the contract's dtypes; `prev_mask=None` means no prior.
 
-    `local` defaults to the target's 1 pixels, `void` to none.
+    `local` defaults to the target's 1 pixels, `void` to none. `with_distance=False` leaves
+    the "distance" key out (for callers that crop the sample and compute it on the crop).
 
     ValueError naming the argument when `image` is not [H, W, 3] or a mask is not [H, W].
     """
@@ -83,10 +80,12 @@ def make_sample(
     gesture_map = (np.asarray(gesture_map) > 0).astype(np.uint8)
     has_prev = prev_mask is not None
     prev = np.zeros(shape, np.uint8) if prev_mask is None else (np.asarray(prev_mask) > 0)
-    return {
+    sample = {
         "image": np.ascontiguousarray(image, np.uint8),
         "gesture": gesture_map,
-        "distance": distance_uint8(gesture_map) if distance is None else distance,
+        "distance": None
+        if not with_distance
+        else (distance_uint8(gesture_map) if distance is None else distance),
         "prev_mask": prev.astype(np.uint8),
         "target": np.asarray(target, np.uint8),
         "region": (np.asarray(region) > 0).astype(np.uint8),
@@ -102,6 +101,9 @@ def make_sample(
         if void is None
         else (np.asarray(void) > 0).astype(np.uint8),
     }
+    if not with_distance:
+        del sample["distance"]
+    return sample
 
 
 def creation_sample(
@@ -113,12 +115,13 @@ def creation_sample(
     *,
     void: np.ndarray | None = None,
     image_id: str = "",
+    with_distance: bool = True,
 ) -> Sample:
     """A creation sample: a gesture of `kind` on `region.parts[part]`, no previous mask."""
     gesture = simulate_creation(GestureKind(kind), region.parts[part], rng)
-    raster, dist = gesture_maps(gesture, image.shape[:2])
+    raster = np.asarray(rasterize(gesture, image.shape[:2]), np.uint8)
     return make_sample(
-        image=image, gesture_map=raster, distance=dist, prev_mask=None,
+        image=image, gesture_map=raster, prev_mask=None, with_distance=with_distance,
         target=creation_target(region, part, void), region=region.mask, kind=kind,
         context=Context.ADD, image_id=image_id, instance_id=region.instance_id,
         local=region.parts[part], void=void,
@@ -135,13 +138,15 @@ def refinement_sample(
     *,
     void: np.ndarray | None = None,
     image_id: str = "",
+    with_distance: bool = True,
 ) -> Sample:
     """A refinement sample: a gesture of `kind` on one error component of `prev`."""
     gesture = simulate_refinement(GestureKind(kind), correction.mask, correction.context, rng)
-    raster, dist = gesture_maps(gesture, image.shape[:2])
+    raster = np.asarray(rasterize(gesture, image.shape[:2]), np.uint8)
     local, target = refinement_targets(prev, region.mask, correction, void)
     return make_sample(
-        image=image, gesture_map=raster, distance=dist, prev_mask=prev, target=target,
+        image=image, gesture_map=raster, prev_mask=prev, target=target,
+        with_distance=with_distance,
         region=region.mask, kind=kind, context=correction.context, image_id=image_id,
         instance_id=region.instance_id, local=local, void=void,
     )  # fmt: skip
@@ -172,6 +177,7 @@ def random_sample(
     prior_prob: float = 0.5,
     multi_region_prob: float = 0.0,
     kinds: tuple[int, ...] = ALL_KINDS,
+    with_distance: bool = True,
 ) -> Sample | None:
     """One random sample from a loaded record; None when it has no region of >= 300 non-void px.
 
@@ -180,7 +186,8 @@ def random_sample(
     ValueError such as a region that is void where it matters) or has no correction of >= 100
     px it falls back to creation on a random part. With probability `multi_region_prob` a
     creation sample becomes a multi-region one (dataAug, as in DIG): another disjoint region
-    joins the previous mask and the GT.
+    joins the previous mask and the GT. `with_distance=False`: no "distance" key (see
+    `make_sample`).
     """
     regions = extract_regions(loaded.instances, loaded.instance_ids, void=loaded.void)
     if not regions:
@@ -199,13 +206,14 @@ def random_sample(
             correction = corrections[int(rng.integers(len(corrections)))]
             sample = refinement_sample(
                 loaded.image, region, prev, correction, kind, rng, void=loaded.void,
-                image_id=image_id,
+                image_id=image_id, with_distance=with_distance,
             )  # fmt: skip
     if sample is None:
         part = int(rng.integers(region.num_parts))
         sample = creation_sample(
-            loaded.image, region, part, kind, rng, void=loaded.void, image_id=image_id
-        )
+            loaded.image, region, part, kind, rng, void=loaded.void, image_id=image_id,
+            with_distance=with_distance,
+        )  # fmt: skip
     if not sample["has_prev"] and rng.random() < multi_region_prob:  # creation samples only
         others = [r for r in regions if r is not region]
         others = disjoint_regions(others, (sample["region"] | sample["prev_mask"]) > 0)

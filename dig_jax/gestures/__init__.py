@@ -2,7 +2,13 @@
 distance maps and the encodings used by adapted baselines. See DESIGN.md for the conventions."""
 
 from dig_jax.gestures.encode import box_outline_points, to_box, to_clicks
-from dig_jax.gestures.raster import distance_map, pad_gestures, rasterize, rasterize_batch
+from dig_jax.gestures.raster import (
+    distance_map,
+    distance_uint8,
+    pad_gestures,
+    rasterize,
+    rasterize_batch,
+)
 from dig_jax.gestures.simulate import simulate_creation, simulate_refinement
 from dig_jax.gestures.soft import distance_map_jnp, polyline_distance, soft_rasterize
 from dig_jax.gestures.types import BRUSH_RADIUS, Context, Gesture, GestureKind
@@ -15,6 +21,7 @@ __all__ = [
     "box_outline_points",
     "distance_map",
     "distance_map_jnp",
+    "distance_uint8",
     "pad_gestures",
     "polyline_distance",
     "rasterize",

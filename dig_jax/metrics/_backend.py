@@ -34,8 +34,10 @@ def check_mask(name: str, mask: Any, *, allow_void: bool, void: int = 255) -> No
         raise ValueError(f"{name} must have shape [..., H, W], got {tuple(mask.shape)}")
     if is_jax(mask) or dtype == np.bool_:
         return  # values cannot be inspected under jit; bool is binary by construction
-    allowed = (0, 1, void) if allow_void else (0, 1)
-    bad = ~np.isin(mask, allowed)
+    mask = np.asarray(mask)
+    bad = mask > 1 if dtype.kind == "u" else (mask < 0) | (mask > 1)
+    if allow_void:
+        bad &= mask != void
     if bad.any():
         values = np.unique(np.asarray(mask)[bad])[:5].tolist()
         kind = "{0, 1, void}" if allow_void else "{0, 1}"

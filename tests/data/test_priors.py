@@ -175,3 +175,18 @@ def test_prior_validates_gt_values_void_shape_and_image():
     with pytest.raises(ValueError, match=r"image: expected RGB \[H, W, 3\], got shape \(64, 64\)"):
         synthesize_prior(image[..., 0], gt, rng)
     assert synthesize_prior(image, gt > 0, rng).dtype == np.uint8  # bool gt is fine
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(1, 50), st.integers(1, 50), st.floats(0.05, 0.95))
+def test_boundary_band_matches_ndimage_morphology(seed, h, w, density):
+    """The band is OpenCV dilation minus erosion (speed); scipy's binary morphology decides."""
+    from scipy import ndimage
+
+    from dig_jax.data.priors import _boundary_band
+
+    mask = np.random.default_rng(seed).random((h + 2, w + 2)) < density
+    mask = mask[1:, 2:]  # a strided view, as the prior's crops are
+    expected = ndimage.binary_dilation(mask, iterations=2) & ~ndimage.binary_erosion(
+        mask, iterations=2
+    )
+    np.testing.assert_array_equal(_boundary_band(mask, 2), expected)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dig_jax.data.regions import (
@@ -116,3 +116,25 @@ def test_void_pixels_do_not_count_towards_the_minimum_area():
     assert [r.instance_id for r in extract_regions(instances, void=void)] == [2]
     with pytest.raises(ValueError, match="void: shape"):
         extract_regions(instances, void=void[:5])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 2**31 - 1),
+    st.integers(1, 40),
+    st.integers(1, 40),
+    st.floats(0.05, 0.7),
+    st.integers(0, 12),
+)
+def test_components_match_scikit_image_labels_in_order(seed, h, w, density, min_area):
+    """OpenCV labels the components (speed); the parts and their order are scikit-image's."""
+    from skimage.measure import label
+
+    mask = np.random.default_rng(seed).random((h, w)) < density
+    labels, n = label(mask, connectivity=2, return_num=True)
+    areas = np.bincount(labels.ravel(), minlength=n + 1)
+    expected = [labels == i for i in range(1, n + 1) if areas[i] >= min_area]
+    got = components(mask, min_area)
+    assert got.dtype == np.uint8 and len(got) == len(expected)
+    for part, want in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(part, want)

@@ -229,3 +229,41 @@ def test_far_away_points_are_clipped_before_splitting():
     diagonal = Gesture(GestureKind.TIGHT_LASSO, [[-3000, -2990], [3000, 3010], [20, 5000]], True)
     ref = rasterize(diagonal, SHAPE)
     assert ref.any() and not np.any((ref != _batch([diagonal])[0]) & ~_edge_pixels(diagonal, SHAPE))
+
+
+def _sparse_map(seed: int, h: int, w: int, count: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    marked = np.zeros((h, w), np.uint8)
+    marked[rng.integers(0, h, count), rng.integers(0, w, count)] = 1
+    return marked
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(1, 90), st.integers(1, 90), st.integers(1, 6))
+def test_distance_maps_equal_scipy_edt_exactly(seed, h, w, count):
+    """OpenCV computes the transform (speed); the values are scipy's, bit for bit."""
+    from scipy import ndimage
+
+    from dig_jax.gestures import distance_uint8
+
+    marked = _sparse_map(seed, h, w, count)
+    edt = np.minimum(ndimage.distance_transform_edt(marked == 0), 255.0)
+    expected = (edt / 255.0).astype(np.float32)
+    np.testing.assert_array_equal(distance_map(marked), expected)
+    np.testing.assert_array_equal(distance_uint8(marked), np.rint(expected * 255.0).astype(np.uint8))
+
+
+def test_distance_maps_equal_scipy_edt_beyond_the_truncation():
+    """Large photos: distances up to ~700 px, truncated at 255 exactly as scipy's."""
+    from scipy import ndimage
+
+    from dig_jax.gestures import distance_uint8
+
+    for seed, (h, w) in enumerate([(600, 500), (317, 733)]):
+        marked = _sparse_map(seed, h, w, 3)
+        edt = np.minimum(ndimage.distance_transform_edt(marked == 0), 255.0)
+        expected = (edt / 255.0).astype(np.float32)
+        np.testing.assert_array_equal(distance_map(marked), expected)
+        np.testing.assert_array_equal(
+            distance_uint8(marked), np.rint(expected * 255.0).astype(np.uint8)
+        )
+    assert (distance_uint8(np.zeros((4, 5), np.uint8)) == 255).all()
