@@ -1,4 +1,4 @@
-"""The on-the-fly DIG sample at 512²: per-core cost against a reference commit, and grain throughput.
+"""On-the-fly DIG samples at 512²: per-core cost against a reference commit; grain throughput.
 
     .venv/bin/python benchmarks/pipeline.py [--quick] [--size 512] [--against REF] [--sources ...]
 
@@ -145,8 +145,9 @@ def main() -> None:
         print(f"   {args.against}: failed ({ref['error']})")
     else:
         same = "same samples" if ref["digest"] == ours["digest"] else "DIFFERENT samples"
+        ratio = ref["ms_per_sample"] / ours["ms_per_sample"]
         print(f"   {args.against:<10}: {ref['ms_per_sample']:7.2f} ms  (digest {ref['digest']}, "
-              f"{same})\n   speed-up  : {ref['ms_per_sample'] / ours['ms_per_sample']:.2f}x")  # fmt: skip
+              f"{same})\n   speed-up  : {ratio:.2f}x")  # fmt: skip
     batches = 3 if args.quick else 12
     base = dict(sources=sources, image_size=args.size, batch_size=4, prior_prob=0.5,
                 multi_region_prob=0.3, shard=(0, 1), seed=0)  # fmt: skip

@@ -249,7 +249,9 @@ def test_distance_maps_equal_scipy_edt_exactly(seed, h, w, count):
     edt = np.minimum(ndimage.distance_transform_edt(marked == 0), 255.0)
     expected = (edt / 255.0).astype(np.float32)
     np.testing.assert_array_equal(distance_map(marked), expected)
-    np.testing.assert_array_equal(distance_uint8(marked), np.rint(expected * 255.0).astype(np.uint8))
+    np.testing.assert_array_equal(
+        distance_uint8(marked), np.rint(expected * 255.0).astype(np.uint8)
+    )
 
 
 def test_distance_maps_equal_scipy_edt_beyond_the_truncation():
