@@ -33,10 +33,13 @@ def random_like(abstract: Any, seed: int = 0) -> Any:
     return jax.tree_util.tree_map_with_path(fill, abstract)
 
 
-def _jax_setup(config: Any):
+def _jax_setup(config: Any, device: str = "cpu"):
     import jax
 
-    jax.config.update("jax_platforms", "cpu")
+    if device == "cpu":
+        jax.config.update("jax_platforms", "cpu")
+    elif jax.default_backend() != "gpu":
+        raise RuntimeError(f"--device gpu: JAX sees no GPU ({jax.devices()})")
     jax.config.update("jax_enable_compilation_cache", False)  # cold compile times
     from dig_jax.models.interactive import build_segmenter
 
@@ -53,9 +56,17 @@ def _compile(jitted, *args) -> tuple[Any, float, float]:
     return compiled, seconds, temp
 
 
-def jax_forward(config: Any, data: dict, iters: int, warmup: int, plain: bool = False) -> dict:
+def _jax_peak_mib(jax) -> dict:
+    """{'device_peak_mib': ...} where the backend reports it (GPU), else {}."""
+    stats = jax.devices()[0].memory_stats() or {}
+    peak = stats.get("peak_bytes_in_use")
+    return {} if peak is None else {"device_peak_mib": peak / 2**20}
+
+
+def jax_forward(config: Any, data: dict, iters: int, warmup: int, plain: bool = False,
+                device: str = "cpu") -> dict:  # fmt: skip
     """The jitted logits function of `LoadedSegmenter` on the uint8 batch (input built inside)."""
-    jax, model = _jax_setup(config)
+    jax, model = _jax_setup(config, device)
     import jax.numpy as jnp
 
     from dig_jax.export import LoadedSegmenter
@@ -72,13 +83,14 @@ def jax_forward(config: Any, data: dict, iters: int, warmup: int, plain: bool = 
     first, median = time_calls(lambda: compiled(batch).block_until_ready(), iters, warmup)
     params = sum(int(np.prod(v.shape)) for v in jax.tree.leaves(abstract["params"]))
     return {"first_s": first, "median_s": median, "compile_s": compile_s, "xla_temp_mib": temp,
-            "params": params}  # fmt: skip
+            "params": params, **_jax_peak_mib(jax)}  # fmt: skip
 
 
-def jax_train(config: Any, data: dict, iters: int, warmup: int, plain: bool = False) -> dict:
+def jax_train(config: Any, data: dict, iters: int, warmup: int, plain: bool = False,
+              device: str = "cpu") -> dict:  # fmt: skip
     """`dig_jax.train.train.train_step` (AdamW, donated state), compiled with the train-step
     compiler options unless `plain`."""
-    jax, model = _jax_setup(config)
+    jax, model = _jax_setup(config, device)
     from dig_jax.models.xla_options import train_compiler_options
     from dig_jax.train.state import make_optimizer
     from dig_jax.train.train import init_state, train_step
@@ -107,10 +119,10 @@ def jax_train(config: Any, data: dict, iters: int, warmup: int, plain: bool = Fa
     first, median = time_calls(call, iters, warmup)
     params = sum(int(np.prod(v.shape)) for v in jax.tree.leaves(abstract.params))
     return {"first_s": first, "median_s": median, "compile_s": compile_s, "xla_temp_mib": temp,
-            "params": params}  # fmt: skip
+            "params": params, **_jax_peak_mib(jax)}  # fmt: skip
 
 
-def _torch_setup(config: Any, channels_last: bool, threads: int, train: bool):
+def _torch_setup(config: Any, channels_last: bool, threads: int, train: bool, device: str):
     import torch
 
     torch.set_num_threads(threads)
@@ -118,6 +130,10 @@ def _torch_setup(config: Any, channels_last: bool, threads: int, train: bool):
     from torch_segmenters import TorchSegmenter
 
     model = TorchSegmenter(config.model, 6).train(train)
+    if device == "gpu":
+        if not torch.cuda.is_available():
+            raise RuntimeError("--device gpu: torch sees no CUDA device")
+        model = model.cuda()
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
     return torch, model
@@ -134,27 +150,45 @@ def _torch_input(torch, t: dict, channels_last: bool):
     )
 
 
-def torch_forward(config: Any, data: dict, iters: int, warmup: int, channels_last: bool,
-                  threads: int) -> dict:  # fmt: skip
-    torch, model = _torch_setup(config, channels_last, threads, train=False)
+def _to_torch(torch, data: dict, device: str) -> dict:
     t = {k: torch.from_numpy(v) for k, v in data.items()}
+    return {k: v.cuda() for k, v in t.items()} if device == "gpu" else t
+
+
+def _sync(torch, device: str) -> None:
+    if device == "gpu":
+        torch.cuda.synchronize()
+
+
+def _torch_peak_mib(torch, device: str) -> dict:
+    if device != "gpu":
+        return {}
+    return {"device_peak_mib": torch.cuda.max_memory_allocated() / 2**20}
+
+
+def torch_forward(config: Any, data: dict, iters: int, warmup: int, channels_last: bool,
+                  threads: int, device: str = "cpu") -> dict:  # fmt: skip
+    torch, model = _torch_setup(config, channels_last, threads, False, device)
+    t = _to_torch(torch, data, device)
 
     def call() -> None:
         with torch.inference_mode():
             model(_torch_input(torch, t, channels_last))
+        _sync(torch, device)
 
     first, median = time_calls(call, iters, warmup)
     params = sum(p.numel() for p in model.parameters())
-    return {"first_s": first, "median_s": median, "params": params}
+    return {"first_s": first, "median_s": median, "params": params,
+            **_torch_peak_mib(torch, device)}  # fmt: skip
 
 
 def torch_train(config: Any, data: dict, iters: int, warmup: int, channels_last: bool,
-                threads: int) -> dict:  # fmt: skip
+                threads: int, device: str = "cpu") -> dict:  # fmt: skip
     """AdamW (lr, weight decay of the config), global-norm clipping when the config clips."""
-    torch, model = _torch_setup(config, channels_last, threads, train=True)
+    torch, model = _torch_setup(config, channels_last, threads, True, device)
     from torch_segmenters import focal_loss
 
-    t = {k: torch.from_numpy(v) for k, v in data.items()}
+    t = _to_torch(torch, data, device)
     optim = config.optim
     opt = torch.optim.AdamW(model.parameters(), lr=optim.lr, weight_decay=optim.weight_decay)
     params = list(model.parameters())
@@ -167,6 +201,8 @@ def torch_train(config: Any, data: dict, iters: int, warmup: int, channels_last:
         if optim.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(params, optim.grad_clip)
         opt.step()
+        _sync(torch, device)
 
     first, median = time_calls(call, iters, warmup)
-    return {"first_s": first, "median_s": median, "params": sum(p.numel() for p in params)}
+    return {"first_s": first, "median_s": median, "params": sum(p.numel() for p in params),
+            **_torch_peak_mib(torch, device)}  # fmt: skip

@@ -1,43 +1,73 @@
-"""BREPS attack throughput: attacked instances/s, batched (vmap) vs one at a time, on CPU.
+"""BREPS attack cost on a real segmenter: compile vs run, per instance against its 50 gradients.
 
-python benchmarks/breps.py [--quick]
+    python benchmarks/breps.py [--checkpoint FILE.digjax] [--batch 4] [--steps 50] [--quick]
 
-Model: a small conv net (3x3x8 -> 3x3x8 -> 1x1) on the gesture-agnostic box encoding
-(soft outline + analytic distance map, `encode_box_gesture`). Compile time is excluded
-(ahead-of-time `lower().compile()` of the same jitted functions the API uses); the ratio
-batched / sequential is printed per image size.
+The model is the shipped default checkpoint (`dig_jax.paths.shipped_checkpoint()`) or
+`--checkpoint`, at its working size, through the same `predict_logits_fn` and box encoder the
+`python -m dig_jax.attack` CLI uses (`--quick`: a tiny random HRNet at 64², 5 steps). Inputs are
+random photos with a rectangle object (the cost does not depend on the content).
+
+Printed, all measured in this run:
+- reference: one forward + backward of the attack objective (soft Dice of the model's mask for
+  an encoded box, gradient in the box), jitted; the attack needs `steps` of them plus a forward;
+- compile time of the attack (ahead of time), one instance and a vmapped batch;
+- run time per instance, one at a time and batched, and its ratio to `steps` forward+backward
+  passes (the target: at most 1.3x) and batched vs one at a time (target: at least 1x);
+- the public `breps_attack` called twice with the same callables on new instances: the second
+  call must not compile again (its time is run time only).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dig_jax.robustness.breps import encode_box_gesture
-from dig_jax.robustness.breps.attack import BREPS_GAMMA, _compiled
+from dig_jax.robustness.breps.attack import (
+    BREPS_GAMMA,
+    _compiled,
+    attack_lr,
+    breps_attack,
+    soft_dice,
+)
 
 
-class SmallConv(nn.Module):
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        x = jnp.concatenate([x[..., :3] / 255.0, x[..., 3:]], axis=-1)
-        x = nn.relu(nn.Conv(8, (3, 3))(x))
-        x = nn.relu(nn.Conv(8, (3, 3))(x))
-        return nn.Conv(1, (1, 1))(x)[..., 0]
+def load_model(args: argparse.Namespace):
+    """(predict_logits, box encoder, size, description)."""
+    from dig_jax import load_segmenter
+    from dig_jax.export import LoadedSegmenter
+    from dig_jax.paths import shipped_checkpoint
+    from dig_jax.robustness.breps.encode import box_encoder
+
+    if args.quick:
+        from dig_jax.train.config import base_config
+
+        config = base_config("tiny")
+        config.image_size = 64
+        model_config = config.model
+        from dig_jax.models.interactive import build_segmenter
+
+        model = build_segmenter(model_config)
+        x = jnp.zeros((1, 64, 64, model.in_channels))
+        variables = model.init(jax.random.key(0), x, train=False)
+        seg = LoadedSegmenter(config, jax.device_get(variables))
+        name = "tiny random HRNet (quick)"
+    else:
+        path = args.checkpoint or shipped_checkpoint()
+        if path is None:
+            raise SystemExit("breps benchmark: no checkpoint (pass --checkpoint FILE.digjax)")
+        seg = load_segmenter(path)
+        name = str(path)
+    encoder = box_encoder(seg.input_kind, seg.config.model.get("context_encoding", "gesture"))
+    return seg.predict_logits_fn(), encoder, int(args.size or seg.size), name
 
 
-def make_predictor(size: int):
-    model = SmallConv()
-    params = model.init(jax.random.key(0), np.zeros((1, size, size, 6), np.float32))
-    return lambda x: model.apply(params, x)
-
-
-def make_data(batch: int, size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def make_data(batch: int, size: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
     images = rng.integers(0, 256, (batch, size, size, 3), dtype=np.uint8)
     gts = np.zeros((batch, size, size), np.uint8)
     for i in range(batch):
@@ -47,45 +77,81 @@ def make_data(batch: int, size: int, rng: np.random.Generator) -> tuple[np.ndarr
     return images, gts
 
 
-def compiled_attack(predict, images, gts, steps: int, batched: bool):
-    """AOT-compiled min attack (the function `breps_attack[_batch]` calls) and its arguments."""
-    fn = _compiled(predict, encode_box_gesture, steps, 1.0, BREPS_GAMMA, batched)
-    size = images.shape[-2]
-    bounds = np.full((*images.shape[:-3], 2), size, np.float32)
-    args = (images, gts, bounds, np.float32(9.0), np.float32(0.1), np.float32(1.0))
-    return fn.lower(*args).compile(), args
-
-
-def time_once(fn) -> float:
-    start = time.perf_counter()
-    jax.block_until_ready(fn())
-    return time.perf_counter() - start
+def median_time(fn, repeats: int) -> float:
+    runs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        runs.append(time.perf_counter() - start)
+    return statistics.median(runs)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="256² only, 10 steps, batch 2")
+    parser.add_argument("--quick", action="store_true", help="tiny random model, 64², 5 steps")
+    parser.add_argument("--checkpoint", default=None)
+    parser.add_argument("--size", type=int, default=None, help="default: the model's size")
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--batch", type=int, default=None)
     args = parser.parse_args()
-    steps = args.steps or (10 if args.quick else 50)
+    steps = args.steps or (5 if args.quick else 50)
     batch = args.batch or (2 if args.quick else 4)
-    sizes = (256,) if args.quick else (256, 512)
-    rng = np.random.default_rng(0)
-    print(f"BREPS attack, {steps} steps, batch {batch}, device {jax.devices()[0].platform}")
-    print(
-        f"{'size':>6} {'sequential inst/s':>18} {'batched inst/s':>15} {'batched/sequential':>19}",
-        flush=True,
-    )
-    for size in sizes:
-        predict = make_predictor(size)
-        images, gts = make_data(batch, size, rng)
-        one, one_args = compiled_attack(predict, images[0], gts[0], steps, batched=False)
-        many, many_args = compiled_attack(predict, images, gts, steps, batched=True)
-        singles = [(images[i], gts[i], *one_args[2:]) for i in range(batch)]
-        t_seq = time_once(lambda: [one(*a) for a in singles])  # noqa: B023
-        t_bat = time_once(lambda: many(*many_args))  # noqa: B023
-        print(f"{size:>5}² {batch / t_seq:>18.2f} {batch / t_bat:>15.2f} {t_seq / t_bat:>18.2f}x")
+    predict, encode, size, name = load_model(args)
+    images, gts = make_data(2 * batch, size)
+    print(f"BREPS attack cost: {name}, {size}², {steps} steps, batch {batch}, "
+          f"{jax.devices()[0].platform} ({jax.device_count()} device)")  # fmt: skip
+
+    # Reference: one forward + backward of the objective, gradient in the box.
+    image0, gt0 = jnp.asarray(images[0], jnp.float32), jnp.asarray(gts[0])
+    box0 = jnp.asarray([size * 0.2, size * 0.2, size * 0.7, size * 0.7], jnp.float32)
+
+    def objective(box):
+        logits = predict(encode(box, image0)[None])[0]
+        return soft_dice(jax.nn.sigmoid(logits), gt0)
+
+    grad = jax.jit(jax.value_and_grad(objective))
+    start = time.perf_counter()
+    grad_c = grad.lower(box0).compile()
+    ref_compile = time.perf_counter() - start
+    t_fb = median_time(lambda: grad_c(box0), 3 if args.quick else 5)
+    budget = steps * t_fb
+
+    # The attack, compiled ahead of time (the function breps_attack[_batch] runs).
+    def compiled(batched: bool, n: int):
+        fn = _compiled(predict, encode, steps, 1.0, BREPS_GAMMA, batched)
+        lead = (n,) if batched else ()
+        bounds = np.broadcast_to(np.array([0, 0, size, size], np.float32), (*lead, 4))
+        lr = np.broadcast_to(np.float32(attack_lr(size, size)), lead)
+        radius = np.broadcast_to(np.float32(5.0), lead)
+        sel = slice(0, n) if batched else 0
+        arrays = (images[sel], gts[sel], bounds, lr, radius)
+        call_args = (*map(jnp.asarray, arrays), jnp.float32(0.1), jnp.float32(1.0))
+        start = time.perf_counter()
+        aot = fn.lower(*call_args).compile()
+        return aot, call_args, time.perf_counter() - start
+
+    one, one_args, one_compile = compiled(False, 1)
+    t_one = median_time(lambda: one(*one_args), 2 if args.quick else 3)
+    many, many_args, many_compile = compiled(True, batch)
+    t_many = median_time(lambda: many(*many_args), 1 if args.quick else 2) / batch
+
+    # The public API twice on new instances: the second call reuses the compiled attack.
+    calls = []
+    for i in (batch, batch + 1):
+        start = time.perf_counter()
+        jax.block_until_ready(breps_attack(predict, images[i], gts[i], steps=steps,
+                                           encode_box=encode).iou)  # fmt: skip
+        calls.append(time.perf_counter() - start)
+
+    print(f"{'':34} {'compile s':>10} {'run s/instance':>15} {'/ ' + str(steps) + ' fwd+bwd':>13}")
+    print(f"{'one forward+backward (reference)':34} {ref_compile:10.1f} {t_fb:15.3f} {'':>13}")
+    print(f"{'attack, one instance':34} {one_compile:10.1f} {t_one:15.2f} {t_one / budget:12.2f}x")
+    print(f"{'attack, batch of ' + str(batch):34} {many_compile:10.1f} {t_many:15.2f} "
+          f"{t_many / budget:12.2f}x")  # fmt: skip
+    print(f"batched vs one at a time: {t_one / t_many:.2f}x faster per instance")
+    reused = "reused the compilation" if calls[1] < 0.5 * calls[0] else "compiled again?"
+    print(f"breps_attack API: first call {calls[0]:.1f} s (compiles), "
+          f"second call {calls[1]:.1f} s ({reused})")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -95,12 +95,13 @@ def worker(args: argparse.Namespace) -> dict:
         from _vs_torch_runners import jax_forward, jax_train
 
         run = jax_forward if kind == "forward" else jax_train
-        result = run(config, data, args.iters, args.warmup, plain=args.worker == "jax-plain")
+        result = run(config, data, args.iters, args.warmup, args.worker == "jax-plain", args.device)
     else:
         from _vs_torch_runners import torch_forward, torch_train
 
         run = torch_forward if kind == "forward" else torch_train
-        result = run(config, data, args.iters, args.warmup, args.worker == "torch-cl", args.threads)
+        result = run(config, data, args.iters, args.warmup, args.worker == "torch-cl", args.threads,
+                     args.device)  # fmt: skip
     first, median = result.pop("first_s"), result.pop("median_s")
     return {"images_per_s": batch / median, "median_s": median, "first_s": first,
             "peak_rss_mib": rss_mib(), "base_rss_mib": base_rss, **result}  # fmt: skip
@@ -110,7 +111,8 @@ def run_child(runner: str, model: str, case: str, args: argparse.Namespace) -> d
     """Run one measurement in a child process; {'error': ...} when it fails."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", runner, "--model", model,
            "--case", case, "--iters", str(args.iters), "--warmup", str(args.warmup),
-           "--threads", str(args.threads)] + (["--quick"] if args.quick else [])  # fmt: skip
+           "--threads", str(args.threads), "--device", args.device] + (
+           ["--quick"] if args.quick else [])  # fmt: skip
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
@@ -129,7 +131,7 @@ def fmt(value: float | None, spec: str = ".2f") -> str:
 def report(model: str, rows: dict[str, dict[str, dict]], runners: list[str]) -> list[str]:
     """Markdown table of one model's results."""
     lines = [f"\n{model}", "| case (images/s) | " + " | ".join(runners) + " | jax / best torch "
-             "| JAX compile s | torch first call s | peak RSS JAX / torch MiB | memory ratio |",
+             "| JAX compile s | torch first call s | peak memory JAX / torch MiB | memory ratio |",
              "|---" * (len(runners) + 6) + "|"]  # fmt: skip
     for case, results in rows.items():
         ok = {r: v for r, v in results.items() if "error" not in v}
@@ -138,9 +140,11 @@ def report(model: str, rows: dict[str, dict[str, dict]], runners: list[str]) -> 
         best = max(torch, key=lambda r: ok[r]["images_per_s"], default=None)
         jax_r = ok.get("jax")
         ratio = jax_r["images_per_s"] / ok[best]["images_per_s"] if jax_r and best else None
-        mem = jax_r["peak_rss_mib"] / ok[best]["peak_rss_mib"] if jax_r and best else None
-        rss = f"{fmt(jax_r and jax_r['peak_rss_mib'], '.0f')} / " + fmt(
-            ok[best]["peak_rss_mib"] if best else None, ".0f"
+        # GPU runs report the device's peak memory, CPU runs the process's peak RSS.
+        key = "device_peak_mib" if jax_r and "device_peak_mib" in jax_r else "peak_rss_mib"
+        mem = jax_r[key] / ok[best][key] if jax_r and best and key in ok[best] else None
+        rss = f"{fmt(jax_r and jax_r.get(key), '.0f')} / " + fmt(
+            ok[best].get(key) if best else None, ".0f"
         )
         lines.append(
             f"| {case} | " + " | ".join(speeds) + f" | {fmt(ratio)} | "
@@ -162,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=None, help="untimed calls after the first")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads")
     parser.add_argument("--plain", action="store_true", help="also the train step without options")
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                        help="gpu: CUDA devices of JAX and torch; device peak memory")  # fmt: skip
     parser.add_argument("--timeout", type=int, default=1800, help="s per child process")
     parser.add_argument("--json", type=Path, default=None, help="write every result here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)

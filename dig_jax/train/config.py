@@ -60,6 +60,9 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     c.batch_size = {"paper": 32, "offline": 8, "demo": 8, "tiny": 4}[variant]
     c.total_steps = {"paper": 15 * 30_000 // 32, "offline": 3500, "demo": 3000, "tiny": 4}[variant]
     c.log_every = {"paper": 100, "offline": 50, "demo": 25, "tiny": 1}[variant]
+    # CPU only: compile the train step without YNNPACK convolutions (`models.xla_options`;
+    # 1.3-1.4x the HRNet-18s train step in benchmarks/vs_torch.py). Other backends: no change.
+    c.train_xla_options = True
 
     backbone = {
         "paper": FULL_BACKBONE,

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from skimage import io, measure
 
 from dig_jax.gestures import (
@@ -271,3 +273,18 @@ def test_lasso_encloses_both_squares_touching_at_a_corner():
     for _ in range(5):
         inside = _fill(simulate_creation(GestureKind.LOOSE_LASSO, mask, rng).points, mask.shape)
         assert inside[10:22, 10:22].mean() >= 0.95 and inside[22:34, 22:34].mean() >= 0.95
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(1, 30), st.integers(1, 30), st.floats(0.0, 1.0))
+def test_pixel_index_matches_nonzero(seed, h, w, density):
+    """The popcount index finds the k-th marked pixel exactly as `np.nonzero` lists it."""
+    from dig_jax.gestures.simulate import _PixelIndex
+
+    mask = np.random.default_rng(seed).random((h, w)) < density
+    rows, cols = np.nonzero(mask)
+    index = _PixelIndex(mask)
+    assert index.count == len(rows)
+    if len(rows):
+        got_rows, got_cols = index.at(np.arange(len(rows)))
+        np.testing.assert_array_equal(got_rows, rows)
+        np.testing.assert_array_equal(got_cols, cols)
