@@ -23,6 +23,7 @@ A refinement gesture is the creation gesture of the targeted error component.
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 from scipy import ndimage
 from scipy.interpolate import CubicSpline, make_interp_spline
@@ -177,6 +178,17 @@ def loose_dilation_radius(area: int) -> int:
     return int(np.clip(round(0.1 * np.sqrt(area)), 6, 30))
 
 
+def _within(mask: np.ndarray, radius: int) -> np.ndarray:
+    """bool[H, W]: pixels at Euclidean distance <= `radius` (integer px) from the mask, i.e.
+    `ndimage.distance_transform_edt(~mask) <= radius`. OpenCV's float32 transform is off by
+    < 1e-4 px, so its square is snapped to the integer squared distance before comparing."""
+    approx = cv2.distanceTransform(
+        np.logical_not(mask).view(np.uint8), cv2.DIST_L2, cv2.DIST_MASK_PRECISE
+    )
+    squared = np.rint(np.square(np.minimum(approx, np.float32(radius + 1)), dtype=np.float64))
+    return squared <= radius * radius
+
+
 def region_outline(region: np.ndarray, dilation: int = 0) -> np.ndarray:
     """Longest outer outline f64[P, 2] (x, y), closed (first == last), of the (dilated) region.
 
@@ -192,7 +204,7 @@ def region_outline(region: np.ndarray, dilation: int = 0) -> np.ndarray:
     c0, c1 = max(cols.min() - margin, 0), min(cols.max() + margin + 1, w)
     crop = ndimage.binary_fill_holes(region[r0:r1, c0:c1])
     if dilation > 0:
-        crop = ndimage.distance_transform_edt(~crop) <= dilation
+        crop = _within(crop, dilation)
     contours = measure.find_contours(np.pad(crop, 1).astype(np.uint8), 0.5, fully_connected="high")
     lengths = [np.linalg.norm(np.diff(c, axis=0), axis=1).sum() for c in contours]
     contour = contours[int(np.argmax(lengths))]  # (row, col) in padded-crop coordinates

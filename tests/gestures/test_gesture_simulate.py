@@ -288,3 +288,16 @@ def test_pixel_index_matches_nonzero(seed, h, w, density):
         got_rows, got_cols = index.at(np.arange(len(rows)))
         np.testing.assert_array_equal(got_rows, rows)
         np.testing.assert_array_equal(got_cols, cols)
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(1, 60), st.integers(1, 60), st.integers(6, 30))
+def test_loose_dilation_matches_scipy_edt(seed, h, w, radius):
+    """The loose lasso's dilated region: OpenCV's transform (speed), scipy's exact decision."""
+    from scipy import ndimage
+
+    from dig_jax.gestures.simulate import _within
+
+    mask = np.random.default_rng(seed).random((h, w)) < 0.02
+    mask[h // 2, w // 2] = True
+    expected = ndimage.distance_transform_edt(~mask) <= radius
+    np.testing.assert_array_equal(_within(mask, radius), expected)
