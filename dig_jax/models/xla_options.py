@@ -2,11 +2,12 @@
 
 On CPU, XLA hands convolutions, dots and reductions to the YNNPACK library by default. For a
 train step its convolutions are the slow part: YNNPACK runs each weight gradient as a
-convolution over transposed copies of both operands, and the train steps of both backbones
-run 6–17 % faster (measured on a busy 2-core CPU, `benchmarks/vs_torch.py`) with YNNPACK kept
-for dots and reductions only. Inference keeps the default: YNNPACK's forward convolutions are
-the faster ones. Pass the dict as `jax.jit(..., compiler_options=train_compiler_options())`;
-other backends get {} (no change).
+convolution over transposed copies of both operands; with YNNPACK kept for dots and reductions
+only, the HRNet-18s train step ran 1.3-1.4x faster on the 2-core CPU (`benchmarks/vs_torch.py
+--plain`; the Lite model's comparisons were noisier, mostly faster). Inference keeps the default:
+YNNPACK's forward convolutions are the faster ones. The training loop passes the dict as
+`jax.jit(..., compiler_options=train_compiler_options())` (`config.train_xla_options`); other
+backends get {} (no change).
 """
 
 from __future__ import annotations
