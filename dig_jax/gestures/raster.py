@@ -361,8 +361,7 @@ def distance_map(gesture_map: np.ndarray) -> np.ndarray:
 
     An empty map gives all ones (no marked pixel: distance beyond the truncation). The values
     are exactly scipy's `ndimage.distance_transform_edt` (sqrt of an integer squared distance,
-    in float64, then float32): OpenCV's exact-mask L2 transform is ~5x faster but carries float32
-    error (< 1e-4 px), so its squared distance is snapped back to the integer it approximates.
+    in float64, then float32), computed by `squared_edt`.
     """
     gesture_map = np.asarray(gesture_map)
     if gesture_map.ndim != 2:
@@ -370,13 +369,22 @@ def distance_map(gesture_map: np.ndarray) -> np.ndarray:
     marked = gesture_map.astype(bool)
     if not marked.any():
         return np.ones(gesture_map.shape, np.float32)
+    squared = squared_edt(marked, 256)  # beyond 255 px the value is truncated anyway
+    return (np.minimum(np.sqrt(squared), 255.0) / 255.0).astype(np.float32)
+
+
+def squared_edt(marked: np.ndarray, cap: int) -> np.ndarray:
+    """float64[H, W]: exact squared Euclidean distance (px²) to the nearest True pixel of the
+    bool map `marked`, capped at `cap`² — scipy's `distance_transform_edt(~marked)` squared.
+
+    OpenCV's exact-mask L2 transform is ~5x faster than scipy's but carries float32 error
+    (< 1e-4 px); below the cap the squared distance is an integer, which that error pins down
+    to well within ±0.5, so rounding recovers it exactly.
+    """
     approx = cv2.distanceTransform(
         np.logical_not(marked).view(np.uint8), cv2.DIST_L2, cv2.DIST_MASK_PRECISE
     )
-    # Beyond 255 px the value is truncated anyway; below, d² < 65025 is an integer that the
-    # float32 estimate (error < 1e-4 px) pins down to well within ±0.5.
-    squared = np.rint(np.square(np.minimum(approx, np.float32(256.0)), dtype=np.float64))
-    return (np.minimum(np.sqrt(squared), 255.0) / 255.0).astype(np.float32)
+    return np.rint(np.square(np.minimum(approx, np.float32(cap)), dtype=np.float64))
 
 
 def distance_uint8(gesture_map: np.ndarray) -> np.ndarray:

@@ -23,13 +23,13 @@ A refinement gesture is the creation gesture of the targeted error component.
 
 from __future__ import annotations
 
-import cv2
 import numpy as np
 from scipy import ndimage
 from scipy.interpolate import CubicSpline, make_interp_spline
 from skimage import measure
 
 from dig_jax.gestures.encode import box_outline_points
+from dig_jax.gestures.raster import squared_edt
 from dig_jax.gestures.types import Context, Gesture, GestureKind
 from dig_jax.metrics import tight_box
 
@@ -180,13 +180,8 @@ def loose_dilation_radius(area: int) -> int:
 
 def _within(mask: np.ndarray, radius: int) -> np.ndarray:
     """bool[H, W]: pixels at Euclidean distance <= `radius` (integer px) from the mask, i.e.
-    `ndimage.distance_transform_edt(~mask) <= radius`. OpenCV's float32 transform is off by
-    < 1e-4 px, so its square is snapped to the integer squared distance before comparing."""
-    approx = cv2.distanceTransform(
-        np.logical_not(mask).view(np.uint8), cv2.DIST_L2, cv2.DIST_MASK_PRECISE
-    )
-    squared = np.rint(np.square(np.minimum(approx, np.float32(radius + 1)), dtype=np.float64))
-    return squared <= radius * radius
+    `ndimage.distance_transform_edt(~mask) <= radius`, decided on exact squared distances."""
+    return squared_edt(mask, radius + 1) <= radius * radius
 
 
 def region_outline(region: np.ndarray, dilation: int = 0) -> np.ndarray:
