@@ -83,9 +83,6 @@ def make_sample(
     sample = {
         "image": np.ascontiguousarray(image, np.uint8),
         "gesture": gesture_map,
-        "distance": None
-        if not with_distance
-        else (distance_uint8(gesture_map) if distance is None else distance),
         "prev_mask": prev.astype(np.uint8),
         "target": np.asarray(target, np.uint8),
         "region": (np.asarray(region) > 0).astype(np.uint8),
@@ -101,9 +98,9 @@ def make_sample(
         if void is None
         else (np.asarray(void) > 0).astype(np.uint8),
     }
-    if not with_distance:
-        del sample["distance"]
-    return sample
+    if with_distance:
+        sample["distance"] = distance_uint8(gesture_map) if distance is None else distance
+    return {key: sample[key] for key in SAMPLE_KEYS if key in sample}  # the contract's order
 
 
 def creation_sample(

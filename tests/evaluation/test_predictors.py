@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pytest
+from tiny_models import TINY_MODEL
 
 from dig_jax import prompts
 from dig_jax.evaluation import segmenter_predictor
@@ -128,20 +129,7 @@ def test_bad_gesture_encoding_is_rejected():
         segmenter_predictor(gesture_seg, gesture_encoding="box")
 
 
-TINY_CONTEXT_MODEL = {
-    "widths": [4, 8],
-    "stem_width": 4,
-    "stage1_planes": 4,
-    "blocks": 1,
-    "stage_modules": [1],
-    "head_width": 4,
-    "input_kind": "context",
-    "context_encoding": "clicks",
-    "multihead": False,
-    "aux_reduce": 4,
-    "aux_pool": 4,
-    "aux_hidden": [8],
-}
+TINY_CONTEXT_MODEL = {**TINY_MODEL, "input_kind": "context", "context_encoding": "clicks"}
 
 
 @pytest.fixture(scope="module")
