@@ -29,6 +29,7 @@ from dig_jax.gestures import (
     rasterize_batch,
     simulate_creation,
 )
+from dig_jax.gestures.raster import rasterize_reference
 from dig_jax.paths import data_root, has_data
 
 SIZE = (512, 512)
@@ -69,13 +70,16 @@ def simulate(kind: GestureKind, masks, n: int, rng) -> tuple[list, float]:
     return gestures, (time.perf_counter() - start) / n * 1e3
 
 
-def time_numpy(kind: GestureKind, masks, n: int, rng) -> tuple[float, float]:
-    """(simulation ms, rasterisation ms) per gesture, one gesture at a time."""
+def time_numpy(kind: GestureKind, masks, n: int, rng) -> tuple[float, float, float]:
+    """(simulation, rasterisation, reference rasterisation) ms per gesture, one at a time."""
     gestures, sim_ms = simulate(kind, masks, n, rng)
-    start = time.perf_counter()
-    for g in gestures:
-        rasterize(g, SIZE)
-    return sim_ms, (time.perf_counter() - start) / n * 1e3
+    per_gesture = []
+    for fn in (rasterize, rasterize_reference):
+        start = time.perf_counter()
+        for g in gestures:
+            fn(g, SIZE)
+        per_gesture.append((time.perf_counter() - start) / n * 1e3)
+    return sim_ms, per_gesture[0], per_gesture[1]
 
 
 def time_jnp(kind: GestureKind, masks, n_unique: int, rng, repeats: int) -> tuple[float, float]:
@@ -104,20 +108,23 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{source}; jax backend: {jax.default_backend()}; batch {BATCH}")
     print(f"numpy path: {n_numpy} gestures per kind; jnp path: {n_unique} simulated, batch {BATCH}")
     header = (
-        f"{'kind':<12} {'paper':>7} {'sim':>7} {'np rast':>8} {'np total':>9} {'x paper':>8}"
+        f"{'kind':<12} {'paper':>7} {'sim':>7} {'np rast':>8} {'ref rast':>9} {'np total':>9}"
+        f" {'x paper':>8}"
         f" {'jnp rast':>9} {'jnp total':>10} {'x paper':>8}"
     )
     print(header + "\n" + "-" * len(header))
     for kind in GestureKind:
-        sim_np, rast_np = time_numpy(kind, masks, n_numpy, rng)
+        sim_np, rast_np, rast_ref = time_numpy(kind, masks, n_numpy, rng)
         sim_j, rast_j = time_jnp(kind, masks, n_unique, rng, repeats)
         total_np, total_j = sim_np + rast_np, sim_j + rast_j
         paper = PAPER_MS[kind]
         print(
-            f"{kind.name:<12} {paper:7.1f} {sim_np:7.2f} {rast_np:8.2f} {total_np:9.2f}"
+            f"{kind.name:<12} {paper:7.1f} {sim_np:7.2f} {rast_np:8.2f} {rast_ref:9.2f}"
+            f" {total_np:9.2f}"
             f" {paper / total_np:8.1f} {rast_j:9.3f} {total_j:10.2f} {paper / total_j:8.1f}"
         )
-    print("times in ms per gesture; 'x paper' = paper ms / our ms (> 1 means faster)")
+    print("times in ms per gesture; 'x paper' = paper ms / our ms (> 1 means faster); 'ref rast' =")
+    print("rasterize_reference (the window rasteriser `rasterize` returns the same bytes as)")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from dig_jax.gestures.raster import (
     _pair_budget,
     clip_segments,
     gesture_segments,
+    rasterize_reference,
     segment_distance_np,
 )
 
@@ -119,6 +120,32 @@ def test_sparse_and_dense_paths_agree_with_reference():
     np.testing.assert_array_equal(out[0], rasterize(short, SHAPE))
     np.testing.assert_array_equal(out[1], rasterize(zigzag, SHAPE))
     np.testing.assert_array_equal(_batch([short])[0], rasterize(short, SHAPE))
+
+
+@given(
+    points_st,
+    st.booleans(),
+    st.sampled_from(["float", "integral", "half"]),
+    st.sampled_from([0.0, 0.5, 1.0, 2.0**0.5, 2.5, 3.0, 5.0, 7.3]),
+    st.integers(1, 60),
+    st.integers(1, 60),
+)
+def test_interval_rasteriser_equals_the_window_reference_bytes(points, closed, grid, radius, h, w):
+    # Integral and half-integral points with integral radii put pixel centres exactly on the
+    # brush edge: the host path must decide those ties as the reference does.
+    pts = np.asarray(points, np.float32)
+    pts = {"float": pts, "integral": np.round(pts), "half": np.round(pts * 2) / 2}[grid]
+    kind = GestureKind.CLICK if len(pts) == 1 else GestureKind.SCRIBBLE
+    g = Gesture(kind, pts, closed=closed and len(pts) > 2)
+    out = rasterize(g, (h, w), radius)
+    assert out.dtype == np.uint8
+    np.testing.assert_array_equal(out, rasterize_reference(g, (h, w), radius))
+
+
+def test_click_disc_clipped_at_every_border():
+    for x, y in [(0, 0), (47, 47), (-3, 20), (20, 50), (-5, -5), (-6, 10), (53, 2)]:
+        g = Gesture(GestureKind.CLICK, np.array([[x, y]], np.float32), closed=False)
+        np.testing.assert_array_equal(rasterize(g, SHAPE), rasterize_reference(g, SHAPE))
 
 
 @given(points_st, st.booleans(), st.booleans())
