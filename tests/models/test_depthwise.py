@@ -7,10 +7,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from dig_jax.models import depthwise
 from dig_jax.models.depthwise import depthwise_conv, depthwise_conv_reference, same_padding
 from dig_jax.models.efficientnet_lite import DepthwiseConv
 
 
+@pytest.mark.parametrize("looped", [False, True], ids=["one-reduction", "row-blocks"])
 @pytest.mark.parametrize(
     ("shape", "kernel", "stride"),
     [
@@ -22,7 +24,12 @@ from dig_jax.models.efficientnet_lite import DepthwiseConv
         ((1, 1, 3, 2), 3, 2),
     ],
 )
-def test_values_and_gradients_match_xla(shape, kernel, stride):
+def test_values_and_gradients_match_xla(shape, kernel, stride, looped, monkeypatch):
+    # Both kernel-gradient paths: one reduction over the batch, and the loop over row blocks
+    # (forced with a tiny size threshold and blocks of a few rows).
+    if looped:
+        monkeypatch.setattr(depthwise, "SMALL_GRAD_BYTES", 0)
+        monkeypatch.setattr(depthwise, "CHUNK_BYTES", 4 * 2 * shape[2] * shape[3])
     kx, kw, kg = jax.random.split(jax.random.key(0), 3)
     x = jax.random.normal(kx, shape)
     w = jax.random.normal(kw, (kernel, kernel, shape[-1]))

@@ -195,3 +195,48 @@ def test_bad_arguments_raise(kwargs, match):
     if "image" not in kwargs and "gt" not in kwargs and "bounds" not in kwargs:
         with pytest.raises(ValueError, match=match):
             breps_attack_batch(box_is_mask, image[None], gt[None], encode_box=encode_fill, **args)
+
+
+@pytest.mark.parametrize("mode", ["min", "max"])
+def test_host_loop_equals_the_scanned_attack(disc_results, mode):
+    # The public attack runs one compiled step per call from the host; `_attack_one` is the
+    # same search in lax.scan (for use inside a caller's jit): same trajectory and choice.
+    import functools
+
+    from dig_jax.robustness.breps.attack import _attack_one, _sign
+    from dig_jax.robustness.breps.prior import BREPS_GAMMA
+
+    scanned = jax.jit(
+        functools.partial(
+            _attack_one, steps=STEPS, predict_logits=box_is_mask, encode_box=encode_fill,
+            min_size=1.0, prior=BREPS_GAMMA,
+        )
+    )(
+        jnp.asarray(IMAGE), jnp.asarray(DISC), jnp.asarray([0, 0, W, H], jnp.float32),
+        jnp.float32(attack_lr(H, W)), jnp.float32(5.0), jnp.float32(0.1), _sign(mode),
+    )  # fmt: skip
+    hosted = disc_results[mode]
+    np.testing.assert_allclose(hosted.boxes, scanned.boxes, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(hosted.losses, scanned.losses, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(hosted.ious, scanned.ious)
+    assert int(hosted.best_step) == int(scanned.best_step)
+    np.testing.assert_array_equal(hosted.tight, scanned.tight)
+
+
+def test_host_search_compiles_ahead_of_time_and_rejects_zero_steps():
+    from dig_jax.robustness.breps.search import HostSearch, SearchSetup
+
+    def setup(target):
+        objective = lambda p: (jnp.sum((p - target) ** 2), (p - target, p))
+        gt = jnp.ones((2, 3), jnp.uint8)
+        return SearchSetup(objective, jnp.zeros((2, 3)), gt, jnp.float32(0.1), True)
+
+    search = HostSearch(setup, 4)
+    target = jnp.arange(6.0).reshape(2, 3)
+    shown, ious, losses, _ = search.compile(target)(target)
+    direct = search(target)
+    assert shown.shape == (5, 2, 3) and ious.shape == losses.shape == (5,)
+    np.testing.assert_array_equal(losses, direct[2])
+    assert losses[-1] < losses[0]  # Adam moved towards the target
+    with pytest.raises(ValueError, match="steps must be >= 1"):
+        HostSearch(setup, 0)

@@ -28,13 +28,14 @@ import numpy as np
 from dig_jax.gestures.types import BRUSH_RADIUS, Gesture, GestureKind
 from dig_jax.metrics import tight_box
 from dig_jax.metrics.breps import breps_metrics
+from dig_jax.models.xla_options import train_compiler_options
 from dig_jax.robustness.breps.attack import (
     PredictLogits,
-    adam_search,
     attack_lr,
     check_attack_settings,
     soft_dice,
 )
+from dig_jax.robustness.breps.search import HostSearch, SearchSetup
 
 # (points f32[N, 2], length i32, closed bool, image f32[H, W, 3]) -> model input f32[H, W, C]
 EncodePoints = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
@@ -146,7 +147,7 @@ def control_weights(length: int, n_max: int, controls: int, closed: bool) -> np.
     return w
 
 
-def _prompt_one(
+def _prompt_setup(
     image,
     gt,
     points,
@@ -160,8 +161,8 @@ def _prompt_one(
     *,
     predict_logits,
     encode_points,
-    steps,
-) -> PromptAttackResult:
+) -> SearchSetup:
+    """One gesture's search: Adam on the control displacements from zero (see module doc)."""
     image = image.astype(jnp.float32)
     h, w = gt.shape
     hi = jnp.array([w - 1, h - 1], jnp.float32)
@@ -177,18 +178,20 @@ def _prompt_one(
         return sign * dice - lam * logp, (logits, moved)
 
     d0 = jnp.zeros((weights.shape[1], 2), jnp.float32)
-    traj, ious, losses, best = adam_search(
-        objective, d0, gt, lr=attack_lr(h, w, lr_mult), steps=steps, find_min=sign > 0
-    )
+    return SearchSetup(objective, d0, gt, attack_lr(h, w, lr_mult), sign > 0)
+
+
+def _prompt_result(traj, ious, losses, best) -> PromptAttackResult:
     return PromptAttackResult(traj[best], ious[best], ious[0], best, traj, ious, losses)
 
 
 @functools.lru_cache(maxsize=32)
 def _compiled(predict_logits: PredictLogits, encode_points: EncodePoints, steps: int):
-    fn = functools.partial(
-        _prompt_one, predict_logits=predict_logits, encode_points=encode_points, steps=steps
+    setup = functools.partial(
+        _prompt_setup, predict_logits=predict_logits, encode_points=encode_points
     )
-    return jax.jit(jax.vmap(fn, in_axes=(0, 0, 0, 0, 0, 0, 0, None, None, None)))
+    return HostSearch(setup, steps, batched=True, in_axes=(0, 0, 0, 0, 0, 0, 0, None, None, None),
+                      step_options=train_compiler_options(), result=_prompt_result)  # fmt: skip
 
 
 def prompt_attack_batch(
