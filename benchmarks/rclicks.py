@@ -11,12 +11,15 @@ click at a time (`sample_group_clicks`), jnp batched (`sample_groups_batch`, one
 and the protocol's path (numpy group cut per map + one batched `draw_batch`). Protocol: the
 shipped segmenter (checkpoints/lite_dataaug_offline.digjax if present, else
 hrnet_dataaug_offline.digjax; a disc stand-in without either), DT map; compile excluded by a
-1-click warm-up. Ratios are against the first row, measured in the same run.
+1-click warm-up. Clickability training: ms per step of the host loop `train_clickability`
+runs vs `lax.scan` over the same step. Ratios are against the first row, measured in the same
+run.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 from pathlib import Path
 
@@ -141,6 +144,38 @@ def bench_protocol(items: list, clicks: int) -> None:
           f"{t_one / t_many:.2f}x   same clicks: {same}")  # fmt: skip
 
 
+def bench_clickability_training(steps: int, size: int = 64, batch: int = 16) -> None:
+    """ms per step of the clickability model's training: the host loop `train_clickability`
+    runs (one compiled step per call) against `lax.scan` over the same step, after compiling."""
+    from dig_jax.robustness.rclicks.model import DEFAULT_FEATURES, init_clickability
+    from dig_jax.robustness.rclicks.train import clickability_step
+
+    rng = np.random.default_rng(0)
+    xs = jnp.asarray(rng.normal(size=(64, size, size, 5)).astype(np.float32))
+    ts = jax.nn.softmax(jnp.asarray(rng.normal(size=(64, size * size)), jnp.float32), axis=-1)
+    ts = ts.reshape(64, size, size)
+    model = init_clickability(jax.random.key(0), size, DEFAULT_FEATURES)
+    step_fn, tx = clickability_step(model.features, steps, batch, 3e-3, True)
+    keys = jax.random.split(jax.random.key(1), steps)
+    carry = (model.params, tx.init(model.params))
+
+    scan = jax.jit(lambda c, k: jax.lax.scan(functools.partial(step_fn, xs, ts), c, k))
+    scan_c = scan.lower(carry, keys).compile()
+    one = jax.jit(lambda c, k: step_fn(xs, ts, c, k)).lower(carry, keys[0]).compile()
+
+    def host_loop():
+        c = carry
+        for k in keys:
+            c, _ = one(c, k)
+        return c
+
+    t_scan, t_host = timed(lambda: scan_c(carry, keys)), timed(host_loop)
+    print(f"clickability training: {steps} steps, batch {batch} at {size}², compile excluded")
+    print(f"  lax.scan over the steps (reference)  {t_scan / steps * 1e3:>8.1f} ms/step  1.00x")
+    print(f"  host loop, one compiled step (used)  {t_host / steps * 1e3:>8.1f} ms/step  "
+          f"{t_scan / t_host:.2f}x")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="16 maps; 2 instances, 3 clicks")
@@ -151,6 +186,7 @@ def main() -> None:
     print(f"data: {spec}")
     bench_sampling(sample_items, len(sample_items))
     bench_protocol(items, 3 if args.quick else 20)
+    bench_clickability_training(5 if args.quick else 40)
 
 
 if __name__ == "__main__":

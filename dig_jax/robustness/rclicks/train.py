@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import functools
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from scipy import ndimage
+from tqdm.auto import tqdm
 
 from dig_jax.robustness.rclicks.maps import as_mask, normalize
 from dig_jax.robustness.rclicks.model import (
@@ -205,6 +205,36 @@ def _resized_target(target: np.ndarray, size: int) -> np.ndarray:
     return normalize(np.clip(t, 0, None))
 
 
+def clickability_step(
+    features: tuple[int, ...], steps: int, batch_size: int, lr: float, flip: bool
+) -> tuple[Callable[..., Any], optax.GradientTransformation]:
+    """(step(xs, ts, (params, opt_state), key) -> (new carry, KL loss), the optimizer) of
+    `train_clickability`: a batch drawn with replacement from xs f32[N, S, S, 5] and targets
+    ts f32[N, S, S], flipped left-right at random when `flip`, one Adam step (warm-up cosine)."""
+    warmup = max(1, steps // 10)
+    schedule = optax.warmup_cosine_decay_schedule(0.0, lr, warmup, max(steps, warmup + 1))
+    tx = optax.adam(schedule)
+    net = ClickabilityNet(features)
+
+    def loss_fn(params, x, t):
+        return kl_divergence(net.apply(params, x), t)
+
+    def step_fn(xs, ts, carry, k):
+        params, opt_state = carry
+        k_idx, k_flip = jax.random.split(k)
+        idx = jax.random.randint(k_idx, (batch_size,), 0, xs.shape[0])
+        x, t = xs[idx], ts[idx]
+        if flip:
+            f = jax.random.bernoulli(k_flip, 0.5, (batch_size,))
+            x = jnp.where(f[:, None, None, None], x[:, :, ::-1], x)
+            t = jnp.where(f[:, None, None], t[:, :, ::-1], t)
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, t)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), loss
+
+    return step_fn, tx
+
+
 def train_clickability(
     examples: Sequence[TrainingExample],
     key: jax.Array,
@@ -229,31 +259,14 @@ def train_clickability(
     model = init_clickability(init_key, size, features)
     x_all = jnp.asarray(np.stack([model_input(e.image, e.gt, e.error, size) for e in examples]))
     t_all = jnp.asarray(np.stack([_resized_target(e.target, size) for e in examples]))
-    warmup = max(1, steps // 10)
-    schedule = optax.warmup_cosine_decay_schedule(0.0, lr, warmup, max(steps, warmup + 1))
-    tx = optax.adam(schedule)
-    net = ClickabilityNet(model.features)
-
-    def loss_fn(params, x, t):
-        return kl_divergence(net.apply(params, x), t)
-
-    def step_fn(xs, ts, carry, k):
-        params, opt_state = carry
-        k_idx, k_flip = jax.random.split(k)
-        idx = jax.random.randint(k_idx, (batch_size,), 0, xs.shape[0])
-        x, t = xs[idx], ts[idx]
-        if flip:
-            f = jax.random.bernoulli(k_flip, 0.5, (batch_size,))
-            x = jnp.where(f[:, None, None, None], x[:, :, ::-1], x)
-            t = jnp.where(f[:, None, None], t[:, :, ::-1], t)
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, t)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), loss
-
-    @jax.jit
-    def run(params, opt_state, xs, ts, keys):
-        return jax.lax.scan(functools.partial(step_fn, xs, ts), (params, opt_state), keys)
-
-    keys = jax.random.split(data_key, steps)
-    (params, _), losses = run(model.params, tx.init(model.params), x_all, t_all, keys)
-    return ClickabilityModel(size, model.features, params), np.asarray(losses)
+    step_fn, tx = clickability_step(model.features, steps, batch_size, lr, flip)
+    # One compiled step per call from the host, not lax.scan: on CPU XLA lowers convolutions
+    # inside a loop body to its generic convolution, 20x slower here (`benchmarks/rclicks.py`).
+    step = jax.jit(lambda carry, xs, ts, k: step_fn(xs, ts, carry, k), donate_argnums=0)
+    carry = (model.params, tx.init(model.params))
+    losses = []
+    for k in tqdm(jax.random.split(data_key, steps), desc="clickability", leave=False):
+        carry, loss = step(carry, x_all, t_all, k)
+        losses.append(loss)
+    params = carry[0]
+    return ClickabilityModel(size, model.features, params), np.asarray(jnp.stack(losses))
