@@ -80,10 +80,11 @@ def jax_forward(config: Any, data: dict, iters: int, warmup: int, plain: bool = 
     fn = jax.jit(lambda b: logits(batch_to_input(b, "gesture")), compiler_options=options or None)
     batch = {k: jax.device_put(v) for k, v in data.items() if k != "target"}
     compiled, compile_s, temp = _compile(fn, batch)
-    first, median = time_calls(lambda: compiled(batch).block_until_ready(), iters, warmup)
+    first, median, steady = time_calls(lambda: compiled(batch).block_until_ready(), iters, warmup)
     params = sum(int(np.prod(v.shape)) for v in jax.tree.leaves(abstract["params"]))
-    return {"first_s": first, "median_s": median, "compile_s": compile_s, "xla_temp_mib": temp,
-            "params": params, **_jax_peak_mib(jax)}  # fmt: skip
+    return {"first_s": first, "median_s": median, "steady_rss_mib": steady,
+            "compile_s": compile_s, "xla_temp_mib": temp, "params": params,
+            **_jax_peak_mib(jax)}  # fmt: skip
 
 
 def jax_train(config: Any, data: dict, iters: int, warmup: int, plain: bool = False,
@@ -116,10 +117,11 @@ def jax_train(config: Any, data: dict, iters: int, warmup: int, plain: bool = Fa
         holder[0], metrics = compiled(holder[0], batch)
         jax.block_until_ready(metrics)
 
-    first, median = time_calls(call, iters, warmup)
+    first, median, steady = time_calls(call, iters, warmup)
     params = sum(int(np.prod(v.shape)) for v in jax.tree.leaves(abstract.params))
-    return {"first_s": first, "median_s": median, "compile_s": compile_s, "xla_temp_mib": temp,
-            "params": params, **_jax_peak_mib(jax)}  # fmt: skip
+    return {"first_s": first, "median_s": median, "steady_rss_mib": steady,
+            "compile_s": compile_s, "xla_temp_mib": temp, "params": params,
+            **_jax_peak_mib(jax)}  # fmt: skip
 
 
 def _torch_setup(config: Any, channels_last: bool, threads: int, train: bool, device: str):
@@ -176,9 +178,9 @@ def torch_forward(config: Any, data: dict, iters: int, warmup: int, channels_las
             model(_torch_input(torch, t, channels_last))
         _sync(torch, device)
 
-    first, median = time_calls(call, iters, warmup)
+    first, median, steady = time_calls(call, iters, warmup)
     params = sum(p.numel() for p in model.parameters())
-    return {"first_s": first, "median_s": median, "params": params,
+    return {"first_s": first, "median_s": median, "steady_rss_mib": steady, "params": params,
             **_torch_peak_mib(torch, device)}  # fmt: skip
 
 
@@ -203,6 +205,6 @@ def torch_train(config: Any, data: dict, iters: int, warmup: int, channels_last:
         opt.step()
         _sync(torch, device)
 
-    first, median = time_calls(call, iters, warmup)
-    return {"first_s": first, "median_s": median, "params": sum(p.numel() for p in params),
-            **_torch_peak_mib(torch, device)}  # fmt: skip
+    first, median, steady = time_calls(call, iters, warmup)
+    return {"first_s": first, "median_s": median, "steady_rss_mib": steady,
+            "params": sum(p.numel() for p in params), **_torch_peak_mib(torch, device)}  # fmt: skip

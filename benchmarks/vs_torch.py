@@ -16,7 +16,11 @@ function of `LoadedSegmenter` (what `predict` runs on its S×S crop), the train 
 `dig_jax.models.xla_options.train_compiler_options()`; `jax-plain` — the same train step without
 those options (only with --plain); `torch` — eager NCHW; `torch-cl` — eager channels_last.
 Throughput is images/s from the median of `--iters` timed calls after `--warmup` calls;
-ratio = jax / best torch (≥ 1: JAX as fast); memory ratio = JAX peak RSS / that torch's.
+ratio = jax / best torch (≥ 1: JAX as fast); memory ratio = JAX peak RSS / that torch's (the
+whole process: JAX's includes its compiler); steady = the peak RSS during the timed calls only
+(after compile and warm-up, freed heap memory is returned with glibc's malloc_trim and the
+kernel's count restarted via /proc/self/clear_refs, in both frameworks alike): what training
+holds step after step.
 torch is optional (`pip install '.[bench]'`, torch==2.13.0, CPU build): without it the
 benchmark says so and exits 0.
 """
@@ -24,6 +28,7 @@ benchmark says so and exits 0.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib.util
 import json
 import os
@@ -65,24 +70,57 @@ def uint8_batch(batch: int, side: int, seed: int = 0) -> dict:
             "prev_mask": masks(), "target": target}  # fmt: skip
 
 
+_PEAK_BEFORE_RESET = [0.0]  # MiB: the whole-process peak, kept across `_reset_peak_rss`
+
+
 def rss_mib() -> float:
-    """Peak resident set size of this process so far, MiB."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """Peak resident set size of this process so far, MiB (compile and warm-up included)."""
+    return max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, _PEAK_BEFORE_RESET[0])
 
 
-def time_calls(fn, iters: int, warmup: int) -> tuple[float, float]:
-    """(first call s, median s of `iters` calls after `warmup` more)."""
+def _reset_peak_rss() -> bool:
+    """Return freed heap memory to the OS (glibc malloc_trim: the compiler's, torch's first
+    call's) and restart the kernel's peak-RSS count (VmHWM); False where unsupported."""
+    _PEAK_BEFORE_RESET[0] = rss_mib()  # clear_refs also restarts ru_maxrss
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss_since_reset() -> float | None:
+    """VmHWM in MiB (Linux), or None."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def time_calls(fn, iters: int, warmup: int) -> tuple[float, float, float | None]:
+    """(first call s, median s of `iters` calls after `warmup` more, peak RSS MiB during the
+    timed calls: compile and warm-up excluded, None where the kernel cannot say)."""
     start = time.perf_counter()
     fn()
     first = time.perf_counter() - start
     for _ in range(warmup):
         fn()
+    reset = _reset_peak_rss()
     runs = []
     for _ in range(iters):
         start = time.perf_counter()
         fn()
         runs.append(time.perf_counter() - start)
-    return first, statistics.median(runs)
+    return first, statistics.median(runs), _peak_rss_since_reset() if reset else None
 
 
 def worker(args: argparse.Namespace) -> dict:
@@ -103,8 +141,10 @@ def worker(args: argparse.Namespace) -> dict:
         result = run(config, data, args.iters, args.warmup, args.worker == "torch-cl", args.threads,
                      args.device)  # fmt: skip
     first, median = result.pop("first_s"), result.pop("median_s")
+    steady = result.pop("steady_rss_mib", None)
     return {"images_per_s": batch / median, "median_s": median, "first_s": first,
-            "peak_rss_mib": rss_mib(), "base_rss_mib": base_rss, **result}  # fmt: skip
+            "peak_rss_mib": rss_mib(), "steady_rss_mib": steady, "base_rss_mib": base_rss,
+            **result}  # fmt: skip
 
 
 def run_child(runner: str, model: str, case: str, args: argparse.Namespace) -> dict:
@@ -131,8 +171,9 @@ def fmt(value: float | None, spec: str = ".2f") -> str:
 def report(model: str, rows: dict[str, dict[str, dict]], runners: list[str]) -> list[str]:
     """Markdown table of one model's results."""
     lines = [f"\n{model}", "| case (images/s) | " + " | ".join(runners) + " | jax / best torch "
-             "| JAX compile s | torch first call s | peak memory JAX / torch MiB | memory ratio |",
-             "|---" * (len(runners) + 6) + "|"]  # fmt: skip
+             "| JAX compile s | torch first call s | peak memory JAX / torch MiB | memory ratio "
+             "| steady RSS JAX / torch MiB | steady ratio |",
+             "|---" * (len(runners) + 8) + "|"]  # fmt: skip
     for case, results in rows.items():
         ok = {r: v for r, v in results.items() if "error" not in v}
         speeds = [fmt(ok[r]["images_per_s"]) if r in ok else "err" for r in runners]
@@ -146,10 +187,15 @@ def report(model: str, rows: dict[str, dict[str, dict]], runners: list[str]) -> 
         rss = f"{fmt(jax_r and jax_r.get(key), '.0f')} / " + fmt(
             ok[best].get(key) if best else None, ".0f"
         )
+        # Peak RSS during the timed calls only (compile and warm-up excluded; CPU).
+        j_steady = jax_r.get("steady_rss_mib") if jax_r else None
+        t_steady = ok[best].get("steady_rss_mib") if best else None
+        steady = j_steady / t_steady if j_steady and t_steady else None
         lines.append(
             f"| {case} | " + " | ".join(speeds) + f" | {fmt(ratio)} | "
             f"{fmt(jax_r and jax_r.get('compile_s'), '.1f')} | "
-            f"{fmt(ok[best]['first_s'] if best else None, '.2f')} | {rss} | {fmt(mem)} |"
+            f"{fmt(ok[best]['first_s'] if best else None, '.2f')} | {rss} | {fmt(mem)} | "
+            f"{fmt(j_steady, '.0f')} / {fmt(t_steady, '.0f')} | {fmt(steady)} |"
         )
         for r, v in results.items():
             if "error" in v:

@@ -35,6 +35,7 @@ from dig_jax.models.xla_options import train_compiler_options
 from dig_jax.train import checkpointing
 from dig_jax.train.config import validate_config
 from dig_jax.train.evals import LoopEvaluators
+from dig_jax.train.host_memory import release_freed_memory
 from dig_jax.train.input_pipeline import make_eval_batches, make_train_iterator
 from dig_jax.train.losses import total_loss
 from dig_jax.train.state import TrainState, make_optimizer, make_schedule, with_pretrained
@@ -337,6 +338,7 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
                     },
                 )
                 timer, timer_step = time.perf_counter(), step
+                release_freed_memory()  # after the step's compile and between evaluations
             checkpointing.save(manager, step, state, train_iter, force=step == end_step)
             if evaluating:
                 eval_metrics = run_eval(step)
