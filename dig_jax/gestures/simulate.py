@@ -61,6 +61,15 @@ def as_region(mask: np.ndarray, name: str = "target") -> np.ndarray:
         raise ValueError(f"{name} must be a 2-D [H, W] mask, got shape {mask.shape}")
     if mask.dtype != bool and not np.issubdtype(mask.dtype, np.integer):
         raise ValueError(f"{name} must be a bool or integer mask, got dtype {mask.dtype}")
+    if mask.dtype in (np.uint8, np.int8):
+        # One pass: the maximum says both "only 0 and 1" and "not empty"; the bytes of a {0, 1}
+        # mask are already a valid bool array (a view, no copy).
+        top = int(mask.max()) if mask.size else 0
+        if top > 1 or (mask.dtype == np.int8 and mask.size and mask.min() < 0):
+            raise ValueError(f"{name} must hold only 0 and 1 (or be bool)")
+        if top == 0:
+            raise ValueError(f"{name} is empty: no pixel to aim a gesture at")
+        return mask.view(bool)
     if mask.dtype != bool:
         if mask.size and (mask.max() > 1 or mask.min() < 0):
             raise ValueError(f"{name} must hold only 0 and 1 (or be bool)")
