@@ -128,35 +128,34 @@ def interpolate_curve(control: np.ndarray, closed: bool) -> np.ndarray:
 class _PixelIndex:
     """The marked pixels of a bool mask in raster order, without listing them all.
 
-    `np.nonzero` writes every pixel's coordinates; here the mask is read as 64-bit words of 8
-    pixels, their popcounts are accumulated once, and the k-th marked pixel is found in its word:
-    `at(k)` equals `np.nonzero(mask)` indexed at k, several times faster on large regions.
+    `np.nonzero` writes every pixel's coordinates; here the marked pixels are counted per block
+    of `_SPAN` pixels (popcounts of 64-bit words), and the k-th marked pixel is found in its
+    block: `at(k)` equals `np.nonzero(mask)` indexed at k, several times faster on large regions.
     """
+
+    _SPAN = 2048  # pixels per block (256 words of 8)
 
     def __init__(self, mask: np.ndarray):
         self.width = mask.shape[1]
         self.flat = np.ascontiguousarray(mask).reshape(-1).view(np.uint8)
-        whole = len(self.flat) // 8 * 8
-        counts = np.bitwise_count(self.flat[:whole].view(np.uint64))
-        self.cumulative = np.cumsum(counts, dtype=np.int64)
-        self.tail = np.flatnonzero(self.flat[whole:]) + whole
-        self.count = int(self.cumulative[-1] if len(counts) else 0) + len(self.tail)
+        full = len(self.flat) // self._SPAN
+        words = self.flat[: full * self._SPAN].view(np.uint64).reshape(full, self._SPAN // 8)
+        sums = np.bitwise_count(words).sum(axis=1, dtype=np.int64)
+        rest = np.count_nonzero(self.flat[full * self._SPAN :])  # the last, partial block
+        self.cumulative = np.cumsum(np.append(sums, rest))
+        self.count = int(self.cumulative[-1])
 
     def at(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(rows, cols) int64 of the marked pixels number `k` (int array, 0 <= k < count)."""
-        k = np.asarray(k, np.int64)
-        in_words = int(self.cumulative[-1]) if len(self.cumulative) else 0
-        flat = np.empty(k.shape, np.int64)
-        words = k < in_words
-        if words.any():
-            kw = k[words]
-            word = np.searchsorted(self.cumulative, kw, side="right")
-            before = np.where(word > 0, self.cumulative[np.maximum(word - 1, 0)], 0)
-            pixels = self.flat[(word * 8)[:, None] + np.arange(8)]  # [n, 8]: the words' pixels
-            nth = np.argmax(np.cumsum(pixels, axis=1) > (kw - before)[:, None], axis=1)
-            flat[words] = word * 8 + nth
-        if not words.all():
-            flat[~words] = self.tail[k[~words] - in_words]
+        k = np.asarray(k, np.int64).reshape(-1)
+        blocks = np.searchsorted(self.cumulative, k, side="right")
+        before = np.where(blocks > 0, self.cumulative[np.maximum(blocks - 1, 0)], 0)
+        span = self._SPAN
+        flat = np.array(
+            [b * span + np.flatnonzero(self.flat[b * span : (b + 1) * span])[r]
+             for b, r in zip(blocks.tolist(), (k - before).tolist(), strict=True)],
+            np.int64,
+        )  # fmt: skip
         return flat // self.width, flat % self.width
 
 
