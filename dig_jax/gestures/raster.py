@@ -131,10 +131,10 @@ def segment_distance_np(px: np.ndarray, py: np.ndarray, a: np.ndarray, b: np.nda
     return np.hypot(rx - t * dx, ry - t * dy)
 
 
-def _clipped(gesture: Gesture, h: int, w: int, radius: float) -> tuple[np.ndarray, np.ndarray]:
-    """The gesture's segments clipped to the image enlarged by the radius (+1 px), f64[S, 2] x2."""
-    box = (-radius - 1.0, -radius - 1.0, w + radius, h + radius)
-    return clip_segments(*gesture_segments(gesture), box)
+def _clipped(a: np.ndarray, b: np.ndarray, h: int, w: int, radius: float):
+    """Segments a -> b (`gesture_segments`) clipped to the image enlarged by the radius (+1 px),
+    which cannot change a pixel inside the image: (A f64[S, 2], B f64[S, 2])."""
+    return clip_segments(a, b, (-radius - 1.0, -radius - 1.0, w + radius, h + radius))
 
 
 def _ranges_to_flat(base: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
@@ -168,10 +168,10 @@ def rasterize(gesture: Gesture, shape: Sequence[int], radius: float = BRUSH_RADI
         return rasterize_reference(gesture, shape, radius)
     out = np.zeros((h, w), np.uint8)
     a, b = gesture_segments(gesture)
-    on_pixel = np.isfinite(a).all() and np.array_equal(a, np.round(a))
-    if len(a) == 1 and np.array_equal(a, b) and on_pixel:
+    one_point = len(a) == 1 and np.array_equal(a, b)
+    if one_point and np.isfinite(a).all() and np.array_equal(a, np.round(a)):
         return _stamp_disc(out, int(a[0, 0]), int(a[0, 1]), radius)  # a click on a pixel
-    a, b = _clipped(gesture, h, w, radius)
+    a, b = _clipped(a, b, h, w, radius)
     if len(a) == 0:
         return out
     row0 = np.clip(np.ceil(np.minimum(a[:, 1], b[:, 1]) - radius), 0, h).astype(np.int64)
@@ -236,7 +236,7 @@ def rasterize_reference(
     h, w = _check_shape(shape)
     radius = _check_radius(radius)
     _check_coords(gesture.points)
-    a, b = _split_segments(*_clipped(gesture, h, w, radius), _PIECE)
+    a, b = _split_segments(*_clipped(*gesture_segments(gesture), h, w, radius), _PIECE)
     size = int(np.ceil(2 * radius + _PIECE)) + 2
     origin_x = np.floor(np.minimum(a[:, 0], b[:, 0]) - radius).astype(np.int64)
     origin_y = np.floor(np.minimum(a[:, 1], b[:, 1]) - radius).astype(np.int64)
