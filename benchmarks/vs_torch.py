@@ -28,7 +28,6 @@ benchmark says so and exits 0.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import importlib.util
 import json
 import os
@@ -81,11 +80,10 @@ def rss_mib() -> float:
 def _reset_peak_rss() -> bool:
     """Return freed heap memory to the OS (glibc malloc_trim: the compiler's, torch's first
     call's) and restart the kernel's peak-RSS count (VmHWM); False where unsupported."""
+    from dig_jax.train.host_memory import release_freed_memory
+
     _PEAK_BEFORE_RESET[0] = rss_mib()  # clear_refs also restarts ru_maxrss
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+    release_freed_memory()
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")

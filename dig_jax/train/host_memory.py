@@ -2,10 +2,10 @@
 
 glibc keeps freed heap memory mapped for reuse. After XLA compiles a step, and between steps
 whose temporaries come and go, a JAX process on CPU holds far more resident memory than it
-uses: in `benchmarks/vs_torch.py` the HRNet-18s train step's process peaked at 3.3 GiB RSS, and
-at 2.2 GiB when the freed memory was returned once after the warm-up steps. The training loop
-calls `release_freed_memory` at every logging step (after the first compile, and after
-evaluations that compile their own functions).
+uses: in `benchmarks/vs_torch.py` runs the HRNet-18s train step's process peaked at 3.3 GiB RSS
+without this, and at 2.2 GiB (a later run) when freed memory was returned once after warm-up.
+The training loop calls `release_freed_memory` at every logging step (after the first compile,
+and after evaluations that compile their own functions).
 """
 
 from __future__ import annotations
