@@ -42,13 +42,13 @@ class Correction:
 
 
 def _crop_box(gt: np.ndarray, margin: float = 0.25, min_margin: int = 8) -> tuple[slice, slice]:
-    rows, cols = np.nonzero(gt)
+    rows, cols = np.flatnonzero(gt.any(axis=1)), np.flatnonzero(gt.any(axis=0))
     h, w = gt.shape
-    dr = max(int((rows.max() - rows.min() + 1) * margin), min_margin)
-    dc = max(int((cols.max() - cols.min() + 1) * margin), min_margin)
+    dr = max(int((rows[-1] - rows[0] + 1) * margin), min_margin)
+    dc = max(int((cols[-1] - cols[0] + 1) * margin), min_margin)
     return (
-        slice(max(rows.min() - dr, 0), min(rows.max() + dr + 1, h)),
-        slice(max(cols.min() - dc, 0), min(cols.max() + dc + 1, w)),
+        slice(max(rows[0] - dr, 0), min(rows[-1] + dr + 1, h)),
+        slice(max(cols[0] - dc, 0), min(cols[-1] + dc + 1, w)),
     )
 
 

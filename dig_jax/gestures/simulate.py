@@ -29,7 +29,7 @@ from scipy.interpolate import CubicSpline, make_interp_spline
 from skimage import measure
 
 from dig_jax.gestures.encode import box_outline_points
-from dig_jax.gestures.raster import squared_edt
+from dig_jax.gestures.raster import _opencv_edt, squared_edt
 from dig_jax.gestures.types import Context, Gesture, GestureKind
 from dig_jax.metrics import tight_box
 
@@ -188,8 +188,15 @@ def loose_dilation_radius(area: int) -> int:
 
 def _within(mask: np.ndarray, radius: int) -> np.ndarray:
     """bool[H, W]: pixels at Euclidean distance <= `radius` (integer px) from the mask, i.e.
-    `ndimage.distance_transform_edt(~mask) <= radius`, decided on exact squared distances."""
-    return squared_edt(mask, radius + 1) <= radius * radius
+    `ndimage.distance_transform_edt(~mask) <= radius`, decided exactly.
+
+    Distances are square roots of integers: the next one above `radius` exceeds it by more
+    than 1 / (2 radius + 1), far more than OpenCV's float32 error (< 1e-4 px at these radii), so
+    thresholding OpenCV's transform half-way there decides as the exact squared distances do.
+    """
+    if radius > 100:  # float32 error grows with the distance: decide on exact squares
+        return squared_edt(mask, radius + 1) <= radius * radius
+    return _opencv_edt(mask) <= np.float32(radius + 0.5 / (2 * radius + 1))
 
 
 def _fill_holes(mask: np.ndarray) -> np.ndarray:
@@ -210,10 +217,10 @@ def region_outline(region: np.ndarray, dilation: int = 0) -> np.ndarray:
     touch only at a corner get one outline around both.
     """
     h, w = region.shape
-    rows, cols = np.nonzero(region)
+    rows, cols = np.flatnonzero(region.any(axis=1)), np.flatnonzero(region.any(axis=0))
     margin = dilation + 1
-    r0, r1 = max(rows.min() - margin, 0), min(rows.max() + margin + 1, h)
-    c0, c1 = max(cols.min() - margin, 0), min(cols.max() + margin + 1, w)
+    r0, r1 = max(rows[0] - margin, 0), min(rows[-1] + margin + 1, h)
+    c0, c1 = max(cols[0] - margin, 0), min(cols[-1] + margin + 1, w)
     crop = _fill_holes(region[r0:r1, c0:c1])
     if dilation > 0:
         crop = _within(crop, dilation)
