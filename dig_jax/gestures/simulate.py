@@ -26,8 +26,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 from scipy.interpolate import CubicSpline, make_interp_spline
-from skimage import measure
 
+from dig_jax.gestures.contours import longest_contour
 from dig_jax.gestures.encode import box_outline_points
 from dig_jax.gestures.raster import _opencv_edt, squared_edt
 from dig_jax.gestures.types import Context, Gesture, GestureKind
@@ -212,9 +212,10 @@ def region_outline(region: np.ndarray, dilation: int = 0) -> np.ndarray:
     """Longest outer outline f64[P, 2] (x, y), closed (first == last), of the (dilated) region.
 
     Works on a crop around the region; the outline runs half-way between marked and unmarked
-    pixel centres (level 0.5 of scikit-image's `find_contours` on the zero-padded crop), with
-    marked pixels 8-connected (`fully_connected="high"`), like the region's parts: pieces that
-    touch only at a corner get one outline around both.
+    pixel centres (level 0.5 of scikit-image's `find_contours` on the zero-padded crop, through
+    `longest_contour`, which returns the same points faster), with marked pixels 8-connected
+    (`fully_connected="high"`), like the region's parts: pieces that touch only at a corner get
+    one outline around both.
     """
     h, w = region.shape
     rows, cols = np.flatnonzero(region.any(axis=1)), np.flatnonzero(region.any(axis=0))
@@ -224,9 +225,7 @@ def region_outline(region: np.ndarray, dilation: int = 0) -> np.ndarray:
     crop = _fill_holes(region[r0:r1, c0:c1])
     if dilation > 0:
         crop = _within(crop, dilation)
-    contours = measure.find_contours(np.pad(crop, 1).astype(np.uint8), 0.5, fully_connected="high")
-    lengths = [np.linalg.norm(np.diff(c, axis=0), axis=1).sum() for c in contours]
-    contour = contours[int(np.argmax(lengths))]  # (row, col) in padded-crop coordinates
+    contour = longest_contour(np.pad(crop, 1))  # (row, col) in padded-crop coordinates
     return np.stack([contour[:, 1] - 1 + c0, contour[:, 0] - 1 + r0], axis=-1)
 
 

@@ -1,0 +1,109 @@
+"""The longest iso-contour of a binary image, as scikit-image's `find_contours` returns it.
+
+`longest_contour(image)` equals `max(find_contours(image, 0.5, fully_connected="high"),
+key=arc length)` (the first of equal lengths, in `find_contours`' order) for a {0, 1} image with
+a zero border, where every contour is closed. `find_contours` assembles its marching-squares
+segments one by one in Python; here the segments come from one table lookup per square and
+the contours are the cycles of the segment successor map:
+
+- segments are emitted square by square in raster order, as `_get_contour_segments` does (the
+  table below was read off it for all 16 squares at level 0.5 with high values 8-connected);
+- a closed contour is completed by the last of its segments in that order, so the contour
+  `find_contours` returns starts (and ends) at that segment's end point and follows the
+  segments' direction; contours are listed in the order of their first segment;
+- arc lengths are n_diagonal·√½ + n_straight: equal exact lengths are only possible with equal
+  counts, and those ties are settled by the float sums `find_contours`' caller would compute.
+
+Property-tested against `skimage.measure.find_contours` (tests/gestures/test_contours.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
+
+# Edge midpoints of the square whose top-left pixel is (r, c), in doubled coordinates
+# relative to (2r, 2c): top, left, right, bottom.
+_T, _L, _R, _B = (0, 1), (1, 0), (1, 2), (2, 1)
+# Square case = 8·upper-left + 4·upper-right + 2·lower-left + lower-right -> its segments
+# (from, to), in the order marching squares emits them.
+_SEGMENTS = {
+    1: [(_B, _R)], 2: [(_L, _B)], 3: [(_L, _R)], 4: [(_R, _T)], 5: [(_B, _T)],
+    6: [(_L, _T), (_R, _B)], 7: [(_L, _T)], 8: [(_T, _L)], 9: [(_T, _R), (_B, _L)],
+    10: [(_T, _B)], 11: [(_T, _R)], 12: [(_R, _L)], 13: [(_B, _L)], 14: [(_R, _B)],
+}  # fmt: skip
+_COUNT = np.zeros(16, np.int64)
+_FROM = np.zeros((16, 2, 2), np.int64)
+_TO = np.zeros((16, 2, 2), np.int64)
+for _case, _segs in _SEGMENTS.items():
+    _COUNT[_case] = len(_segs)
+    for _k, (_f, _t) in enumerate(_segs):
+        _FROM[_case, _k], _TO[_case, _k] = _f, _t
+
+
+def _arc_length(contour: np.ndarray) -> float:
+    return float(np.linalg.norm(np.diff(contour, axis=0), axis=1).sum())
+
+
+def longest_contour(image: np.ndarray) -> np.ndarray:
+    """f64[P, 2] (row, col), closed (first == last): the longest level-0.5 contour of `image`.
+
+    image: bool or {0, 1} integer [H, W] (H, W >= 2) whose border pixels are all 0 and with at
+    least one marked pixel. Raises ValueError otherwise.
+    """
+    image = np.asarray(image)
+    if image.ndim != 2 or min(image.shape) < 2:
+        raise ValueError(f"image: expected a 2-D array of at least 2x2, got shape {image.shape}")
+    m = image.astype(np.uint8, copy=False)
+    if m.max(initial=0) > 1:
+        raise ValueError("image: expected values in {0, 1}")
+    if m[0].any() or m[-1].any() or m[:, 0].any() or m[:, -1].any():
+        raise ValueError("image: border pixels must be 0 (every contour closed)")
+    w = m.shape[1]
+    case = (m[:-1, :-1] << 3) | (m[:-1, 1:] << 2) | (m[1:, :-1] << 1) | m[1:, 1:]
+    square = np.flatnonzero((case != 0) & (case != 15))
+    if square.size == 0:
+        raise ValueError("image: no marked pixel, so no contour")
+    kinds = case.reshape(-1)[square]
+    per_square = _COUNT[kinds]
+    square, kinds = np.repeat(square, per_square), np.repeat(kinds, per_square)
+    k = np.arange(len(square)) - np.repeat(np.cumsum(per_square) - per_square, per_square)
+    r, c = (square // (w - 1)) * 2, (square % (w - 1)) * 2
+    from_r, from_c = r + _FROM[kinds, k, 0], c + _FROM[kinds, k, 1]
+    to_r, to_c = r + _TO[kinds, k, 0], c + _TO[kinds, k, 1]
+    # Segment s is the s-th emitted; its successor starts where it ends.
+    width = 2 * w + 1
+    from_key = from_r * width + from_c
+    by_start = np.argsort(from_key)
+    successor = by_start[np.searchsorted(from_key, to_r * width + to_c, sorter=by_start)]
+    n = len(successor)
+    graph = csr_matrix((np.ones(n, np.int8), (np.arange(n), successor)), shape=(n, n))
+    count, cycle = connected_components(graph, directed=True, connection="weak")
+    _, first = np.unique(cycle, return_index=True)
+    _, last_reversed = np.unique(cycle[::-1], return_index=True)
+    last = n - 1 - last_reversed
+    straight = np.bincount(cycle, weights=(from_r == to_r) | (from_c == to_c), minlength=count)
+    diagonal = np.bincount(cycle, minlength=count) - straight
+    listed = np.argsort(first)  # find_contours' order
+    exact = diagonal[listed] * np.sqrt(0.5) + straight[listed]
+    best = listed[int(np.argmax(exact))]
+    same = (diagonal[listed] == diagonal[best]) & (straight[listed] == straight[best])
+    tied = listed[same]
+    successor_list = successor.tolist()
+
+    def trace(which: int) -> np.ndarray:
+        closing = int(last[which])
+        order = [closing]
+        s = successor_list[closing]
+        while s != closing:
+            order.append(s)
+            s = successor_list[s]
+        order.append(closing)
+        ends = np.array(order)
+        return np.stack([to_r[ends] / 2.0, to_c[ends] / 2.0], axis=-1)
+
+    if len(tied) == 1:
+        return trace(int(tied[0]))
+    candidates = [trace(int(t)) for t in tied]
+    return candidates[int(np.argmax([_arc_length(x) for x in candidates]))]
