@@ -26,6 +26,7 @@ import cv2
 import numpy as np
 from scipy import ndimage
 
+from dig_jax.gestures.contours import fill_holes
 from dig_jax.gestures.raster import distance_uint8
 from dig_jax.gestures.types import BRUSH_RADIUS
 from dig_jax.metrics import VOID
@@ -116,7 +117,7 @@ def encloses_area(gesture_map: np.ndarray) -> bool:
         return False
     x1, y1, x2, y2 = (int(v) for v in bounds)
     marked = gesture_map[y1:y2, x1:x2] > 0
-    return ndimage.binary_fill_holes(marked).sum() > CLOSED_FILL_RATIO * marked.sum()
+    return fill_holes(marked).sum() > CLOSED_FILL_RATIO * marked.sum()
 
 
 def whole_image_box(shape: tuple[int, int]) -> ZoomBox:

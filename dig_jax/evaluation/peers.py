@@ -19,10 +19,10 @@ from typing import Any
 
 import cv2
 import numpy as np
-from scipy import ndimage
 
 from dig_jax import prompts
 from dig_jax.evaluation.predictors import Predictor
+from dig_jax.gestures.contours import fill_holes
 from dig_jax.gestures.types import Context
 
 PEERS = ("grabcut", "filled")
@@ -31,7 +31,7 @@ GRABCUT_ITERATIONS = 5
 
 def filled_gesture(gesture_map: np.ndarray) -> np.ndarray:
     """bool[H, W]: the marked pixels with every enclosed hole filled."""
-    return ndimage.binary_fill_holes(np.asarray(gesture_map) > 0)
+    return fill_holes(np.asarray(gesture_map) > 0)
 
 
 def filled_mask(

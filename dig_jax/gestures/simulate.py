@@ -23,11 +23,10 @@ A refinement gesture is the creation gesture of the targeted error component.
 
 from __future__ import annotations
 
-import cv2
 import numpy as np
 from scipy.interpolate import CubicSpline, make_interp_spline
 
-from dig_jax.gestures.contours import longest_contour
+from dig_jax.gestures.contours import fill_holes, longest_contour
 from dig_jax.gestures.encode import box_outline_points
 from dig_jax.gestures.raster import _opencv_edt, squared_edt
 from dig_jax.gestures.types import Context, Gesture, GestureKind
@@ -199,15 +198,6 @@ def _within(mask: np.ndarray, radius: int) -> np.ndarray:
     return _opencv_edt(mask) <= np.float32(radius + 0.5 / (2 * radius + 1))
 
 
-def _fill_holes(mask: np.ndarray) -> np.ndarray:
-    """`ndimage.binary_fill_holes(mask)` (its default cross structure) through OpenCV's
-    labelling: the mask plus every unmarked pixel that no 4-connected path of unmarked pixels
-    joins to the image border. bool[H, W] in and out."""
-    outside = np.pad(~mask, 1, constant_values=True).astype(np.uint8)
-    _, labels = cv2.connectedComponents(outside, connectivity=4)
-    return labels[1:-1, 1:-1] != labels[0, 0]
-
-
 def region_outline(region: np.ndarray, dilation: int = 0) -> np.ndarray:
     """Longest outer outline f64[P, 2] (x, y), closed (first == last), of the (dilated) region.
 
@@ -222,7 +212,7 @@ def region_outline(region: np.ndarray, dilation: int = 0) -> np.ndarray:
     margin = dilation + 1
     r0, r1 = max(rows[0] - margin, 0), min(rows[-1] + margin + 1, h)
     c0, c1 = max(cols[0] - margin, 0), min(cols[-1] + margin + 1, w)
-    crop = _fill_holes(region[r0:r1, c0:c1])
+    crop = fill_holes(region[r0:r1, c0:c1])
     if dilation > 0:
         crop = _within(crop, dilation)
     contour = longest_contour(np.pad(crop, 1))  # (row, col) in padded-crop coordinates

@@ -309,20 +309,20 @@ def test_fill_holes_matches_scipy(seed, h, w, density):
     """The lasso outline's hole filling (OpenCV labelling) equals scipy's binary_fill_holes."""
     from scipy import ndimage
 
-    from dig_jax.gestures.simulate import _fill_holes
+    from dig_jax.gestures.contours import fill_holes
 
     mask = np.random.default_rng(seed).random((h, w)) < density
-    np.testing.assert_array_equal(_fill_holes(mask), ndimage.binary_fill_holes(mask))
+    np.testing.assert_array_equal(fill_holes(mask), ndimage.binary_fill_holes(mask))
 
 
 def test_fill_holes_known_answer():
-    from dig_jax.gestures.simulate import _fill_holes
+    from dig_jax.gestures.contours import fill_holes
 
     ring = np.zeros((7, 7), bool)
     ring[1:6, 1:6] = True
     ring[2:5, 2:5] = False  # a 3x3 hole: filled
-    filled = _fill_holes(ring)
+    filled = fill_holes(ring)
     assert filled[1:6, 1:6].all() and filled.sum() == 25
     opened = ring.copy()
     opened[3, 1] = False  # the wall opens to the outside: the hole is not a hole any more
-    np.testing.assert_array_equal(_fill_holes(opened), opened)
+    np.testing.assert_array_equal(fill_holes(opened), opened)
