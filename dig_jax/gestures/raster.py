@@ -494,11 +494,11 @@ def squared_edt(marked: np.ndarray, cap: int) -> np.ndarray:
     (< 1e-4 px); below the cap the squared distance is an integer, which that error pins down
     to well within ±0.5, so rounding recovers it exactly.
     """
-    approx = _opencv_edt(marked)
+    approx = opencv_edt(marked)
     return np.rint(np.square(np.minimum(approx, np.float32(cap)), dtype=np.float64))
 
 
-def _opencv_edt(marked: np.ndarray) -> np.ndarray:
+def opencv_edt(marked: np.ndarray) -> np.ndarray:
     """float32[H, W]: OpenCV's exact-mask L2 distance (px) to the True pixels of `marked`."""
     return cv2.distanceTransform(
         np.logical_not(marked).view(np.uint8), cv2.DIST_L2, cv2.DIST_MASK_PRECISE
@@ -518,4 +518,4 @@ def distance_uint8(gesture_map: np.ndarray) -> np.ndarray:
     marked = gesture_map.astype(bool)
     if not marked.any():
         return np.full(gesture_map.shape, 255, np.uint8)
-    return cv2.convertScaleAbs(_opencv_edt(marked))  # rounds and saturates at 255
+    return cv2.convertScaleAbs(opencv_edt(marked))  # rounds and saturates at 255

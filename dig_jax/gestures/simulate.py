@@ -28,7 +28,7 @@ from scipy.interpolate import CubicSpline, make_interp_spline
 
 from dig_jax.gestures.contours import fill_holes, longest_contour
 from dig_jax.gestures.encode import box_outline_points
-from dig_jax.gestures.raster import _opencv_edt, squared_edt
+from dig_jax.gestures.raster import opencv_edt, squared_edt
 from dig_jax.gestures.types import Context, Gesture, GestureKind
 from dig_jax.metrics import tight_box
 
@@ -195,7 +195,7 @@ def _within(mask: np.ndarray, radius: int) -> np.ndarray:
     """
     if radius > 100:  # float32 error grows with the distance: decide on exact squares
         return squared_edt(mask, radius + 1) <= radius * radius
-    return _opencv_edt(mask) <= np.float32(radius + 0.5 / (2 * radius + 1))
+    return opencv_edt(mask) <= np.float32(radius + 0.5 / (2 * radius + 1))
 
 
 def region_outline(region: np.ndarray, dilation: int = 0) -> np.ndarray:
