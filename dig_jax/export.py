@@ -21,6 +21,7 @@ from flax import serialization
 from dig_jax import prompts
 from dig_jax.gestures.types import Context, GestureKind
 from dig_jax.models.interactive import build_segmenter, context_input, gesture_input
+from dig_jax.models.xla_options import predict_compiler_options
 
 MAGIC = b"DIGJAX-SEGMENTER 1\n"
 
@@ -126,8 +127,13 @@ class LoadedSegmenter:
         self.input_kind: str = config.model.input_kind
         self.size: int = int(config.image_size)
         self._logits_fn = self._make_logits_fn()
-        self._logits = jax.jit(self._logits_fn)
-        self._outputs = jax.jit(lambda x: self.model.apply(self.variables, x, train=False))
+        # XLA options for its jits (and for callers that jit `predict_logits_fn` themselves)
+        self.compiler_options: dict[str, str] = predict_compiler_options()
+        options = self.compiler_options or None
+        self._logits = jax.jit(self._logits_fn, compiler_options=options)
+        self._outputs = jax.jit(
+            lambda x: self.model.apply(self.variables, x, train=False), compiler_options=options
+        )
 
     def logits(self, x: Any) -> jax.Array:
         """Jitted network: model input f32[B, S, S, C] -> mask logits f32[B, S, S]."""

@@ -121,7 +121,8 @@ def segmenter_predictor(
     if hasattr(segmenter, "logits"):  # already jitted (a loaded segmenter, a ModelView)
         logits_fn = segmenter.logits
     else:
-        logits_fn = jax.jit(segmenter.predict_logits_fn())
+        options = getattr(segmenter, "compiler_options", None) or None
+        logits_fn = jax.jit(segmenter.predict_logits_fn(), compiler_options=options)
 
     def network(batch: dict[str, np.ndarray]) -> np.ndarray:
         if input_kind == "context":

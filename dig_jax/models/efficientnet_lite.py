@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dig_jax.models.convs import Conv
 from dig_jax.models.depthwise import depthwise_conv, depthwise_conv_reference
 
 # (repeats, kernel, stride, expand ratio, output channels) per stage.
@@ -65,7 +66,7 @@ def block_specs() -> list[tuple[int, int, int, int, int]]:
 
 class DepthwiseConv(nn.Module):
     """k×k depthwise convolution, SAME padding, no bias. Kernel param f32[k, k, 1, C] (HWIO with
-    one input channel per group, as `nn.Conv(feature_group_count=C)` stores it).
+    one input channel per group, as `Conv(feature_group_count=C)` stores it).
 
     `impl`: "shift" (fused shift-and-multiply-adds, fast on CPU), "xla" (grouped convolution,
     fast on GPU/TPU) or "auto" (shift on CPU, xla elsewhere).
@@ -109,11 +110,11 @@ class MBConv(nn.Module):
         inputs = x
         hidden = self.in_channels * self.expand
         if self.expand != 1:
-            x = nn.Conv(hidden, (1, 1), use_bias=False, name="expand_conv")(x)
+            x = Conv(hidden, (1, 1), use_bias=False, name="expand_conv")(x)
             x = jax.nn.relu6(_bn(train, "bn0")(x))
         x = DepthwiseConv(self.kernel, self.strides, self.depthwise_impl, name="depthwise_conv")(x)
         x = jax.nn.relu6(_bn(train, "bn1")(x))
-        x = nn.Conv(self.out_channels, (1, 1), use_bias=False, name="project_conv")(x)
+        x = Conv(self.out_channels, (1, 1), use_bias=False, name="project_conv")(x)
         x = _bn(train, "bn2")(x)
         if self.strides == 1 and self.in_channels == self.out_channels:
             x = x + inputs
@@ -137,7 +138,7 @@ class EfficientNetLite(nn.Module):
     def __call__(
         self, x: jax.Array, train: bool, stem_extra: jax.Array | None = None
     ) -> list[jax.Array]:
-        x = nn.Conv(STEM_WIDTH, (3, 3), strides=(2, 2), padding="SAME", use_bias=False,
+        x = Conv(STEM_WIDTH, (3, 3), strides=(2, 2), padding="SAME", use_bias=False,
                     name="conv_stem")(x)  # fmt: skip
         if stem_extra is not None:
             x = x + stem_extra
@@ -161,7 +162,7 @@ class EfficientNetLiteClassifier(nn.Module):
     @nn.compact
     def __call__(self, rgb: jax.Array, train: bool = False) -> jax.Array:
         x = EfficientNetLite(self.depthwise_impl, name="backbone")(normalize_rgb(rgb), train)[-1]
-        x = nn.Conv(HEAD_WIDTH, (1, 1), use_bias=False, name="conv_head")(x)
+        x = Conv(HEAD_WIDTH, (1, 1), use_bias=False, name="conv_head")(x)
         x = jax.nn.relu6(_bn(train, "bn1")(x))
         return nn.Dense(self.num_classes, name="fc")(x.mean(axis=(1, 2)))
 

@@ -9,6 +9,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from dig_jax.models.convs import Conv
 from dig_jax.models.hrnet import ConvBN, fuse_multiscale, resize_to
 
 
@@ -25,7 +26,7 @@ class FusionHead(nn.Module):
     @nn.compact
     def __call__(self, features: Sequence[jax.Array], train: bool) -> tuple[jax.Array, jax.Array]:
         top = ConvBN(self.width, kernel=1)(fuse_multiscale(features), train)
-        logits = nn.Conv(1, (1, 1), name="mask_logits")(top)
+        logits = Conv(1, (1, 1), name="mask_logits")(top)
         return logits[..., 0], top
 
 
@@ -46,14 +47,14 @@ class FPNHead(nn.Module):
     ) -> tuple[jax.Array, jax.Array]:
         x = None
         for level, feature in reversed(list(enumerate(features))):
-            lateral = nn.Conv(self.width, (1, 1), name=f"lateral_{level}")(feature)
+            lateral = Conv(self.width, (1, 1), name=f"lateral_{level}")(feature)
             if x is not None:
                 lateral = lateral + resize_to(x, *feature.shape[1:3])
             x = lateral
         x = jnp.concatenate([x, maps.astype(x.dtype)], axis=-1)
         x = ConvBN(self.width)(x, train)
         top = ConvBN(self.width)(x, train)
-        logits = nn.Conv(1, (1, 1), name="mask_logits")(top)
+        logits = Conv(1, (1, 1), name="mask_logits")(top)
         return logits[..., 0], top
 
 
@@ -73,13 +74,13 @@ class FineHead(nn.Module):
         self, coarse: jax.Array, top: jax.Array, fine: jax.Array, maps: jax.Array, train: bool
     ) -> jax.Array:
         height, width = fine.shape[1:3]
-        up = resize_to(nn.Conv(self.width, (1, 1), name="reduce_top")(top), height, width)
+        up = resize_to(Conv(self.width, (1, 1), name="reduce_top")(top), height, width)
         x = jnp.concatenate(
-            [up, nn.Conv(self.width, (1, 1), name="reduce_fine")(fine), maps.astype(up.dtype)],
+            [up, Conv(self.width, (1, 1), name="reduce_fine")(fine), maps.astype(up.dtype)],
             axis=-1,
         )
         x = ConvBN(self.width)(x, train)
-        delta = nn.Conv(1, (1, 1), kernel_init=nn.initializers.zeros, name="delta")(x)[..., 0]
+        delta = Conv(1, (1, 1), kernel_init=nn.initializers.zeros, name="delta")(x)[..., 0]
         return upsample_logits(coarse, height, width) + delta
 
 

@@ -14,6 +14,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from dig_jax.models.convs import Conv
+
 BN_MOMENTUM = 0.9
 BN_EPSILON = 1e-5
 
@@ -35,7 +37,7 @@ class ConvBN(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
-        x = nn.Conv(
+        x = Conv(
             self.features,
             (self.kernel, self.kernel),
             strides=(self.strides, self.strides),

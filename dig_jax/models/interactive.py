@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dig_jax.models.convs import Conv
 from dig_jax.models.efficientnet_lite import (
     RGB_MEAN,
     STEM_WIDTH,
@@ -116,8 +117,8 @@ class PromptStem(nn.Module):
 
     @nn.compact
     def __call__(self, maps: jax.Array) -> jax.Array:
-        x = nn.relu(nn.Conv(self.hidden, (3, 3), strides=(2, 2), padding="SAME")(maps))
-        return nn.Conv(
+        x = nn.relu(Conv(self.hidden, (3, 3), strides=(2, 2), padding="SAME")(maps))
+        return Conv(
             self.features, (3, 3), padding="SAME", use_bias=False,
             kernel_init=nn.initializers.zeros, name="zero_init",
         )(x)  # fmt: skip

@@ -15,6 +15,7 @@ from typing import Any
 
 import jax
 
+from dig_jax.models.xla_options import predict_compiler_options
 from dig_jax.outputs import write_text_atomic
 
 
@@ -27,7 +28,10 @@ class LoopEvaluators:
         self.workdir = Path(workdir)
         self.writer = writer
         self.primary = primary
-        self._apply = jax.jit(lambda v, x: model.apply(v, x, train=False)["mask"])
+        self._apply = jax.jit(
+            lambda v, x: model.apply(v, x, train=False)["mask"],
+            compiler_options=predict_compiler_options() or None,
+        )
 
     def due(self, step: int, final: bool) -> list[str]:
         """Names of the evaluators to run at `step` (`final`: the last step of training)."""

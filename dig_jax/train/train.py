@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 
 from dig_jax.evaluation.scores import format_rice_table, score_batch, summarize_scores
 from dig_jax.models.interactive import batch_to_input, build_segmenter, pretrained_variables
-from dig_jax.models.xla_options import train_compiler_options
+from dig_jax.models.xla_options import predict_compiler_options, train_compiler_options
 from dig_jax.train import checkpointing
 from dig_jax.train.config import validate_config
 from dig_jax.train.evals import LoopEvaluators
@@ -270,6 +270,9 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
         functools.partial(eval_step, model=model, input_kind=config.model.input_kind),
         in_shardings=(replicated, data_sharding),
         out_shardings=replicated,
+        compiler_options=(predict_compiler_options() or None)
+        if config.get("train_xla_options")
+        else None,
     )
 
     evaluated_at = -1

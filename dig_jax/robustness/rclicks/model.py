@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
+from dig_jax.models.convs import Conv
 from dig_jax.robustness.rclicks.maps import as_mask, check_image, normalize
 
 MAGIC = b"DIGJAX-CLICKABILITY 1\n"
@@ -42,8 +43,8 @@ class ClickabilityNet(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         def block(h: jax.Array, width: int) -> jax.Array:
-            h = nn.gelu(nn.Conv(width, (3, 3))(h))
-            return nn.gelu(nn.Conv(width, (3, 3))(h))
+            h = nn.gelu(Conv(width, (3, 3))(h))
+            return nn.gelu(Conv(width, (3, 3))(h))
 
         skips = []
         for level, width in enumerate(self.features):
@@ -54,7 +55,7 @@ class ClickabilityNet(nn.Module):
         for width, skip in zip(reversed(self.features[:-1]), reversed(skips), strict=True):
             x = jax.image.resize(x, (*skip.shape[:-1], x.shape[-1]), "nearest")
             x = block(jnp.concatenate([x, skip], axis=-1), width)
-        return nn.Conv(1, (1, 1))(x)[..., 0]
+        return Conv(1, (1, 1))(x)[..., 0]
 
 
 def model_input(image: Any, gt: Any, error: Any, size: int) -> np.ndarray:

@@ -1,0 +1,181 @@
+"""`dig_jax.models.convs.Conv` against `flax.linen.Conv`'s lowering, measured in the same run.
+
+    python benchmarks/convs.py [--iters 7] [--models hrnet18s,efficientnet_lite0] [--quick]
+
+Two tables, each printing ms for Flax's lowering (the reference) and for `Conv`, and their ratio:
+1. layers: forward, and forward + both gradients, of the layer shapes where the lowerings differ
+   (1x1 at 64² with HRNet's stage-1 widths, HRNet's stride-2 stem and transition convolutions),
+   the backward with the train-step compiler options, the forward with XLA's defaults;
+2. whole models: the train step (`dig_jax.train.train.train_step`, AdamW, train-step compiler
+   options) of batch 8 at 256² and the inference forward of batch 1 at 512², both lowerings
+   compiled in one process and timed in interleaved pairs after a warm-up; the logits or loss of
+   the two are compared too.
+`--quick`: tiny widths at 64², 3 iterations (a smoke run for `make bench`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from vs_torch import model_config, uint8_batch
+
+from dig_jax.models import convs
+from dig_jax.models.xla_options import train_compiler_options
+
+# (batch, side, in channels, out channels, kernel, stride)
+LAYERS = [
+    (8, 64, 64, 256, 1, 1),
+    (8, 64, 256, 64, 1, 1),
+    (8, 128, 64, 64, 3, 2),
+    (8, 64, 18, 36, 3, 2),
+    (8, 32, 36, 72, 3, 2),
+]
+QUICK_LAYERS = [(2, 16, 8, 16, 1, 1), (2, 16, 8, 8, 3, 2)]
+
+
+@contextlib.contextmanager
+def flax_lowering():
+    """Trace `convs.Conv` as plain `flax.linen.Conv` inside the block."""
+    original = convs.Conv._lowering
+    convs.Conv._lowering = lambda self, x: "flax"
+    try:
+        yield
+    finally:
+        convs.Conv._lowering = original
+
+
+def median_ms(fn, iters: int) -> float:
+    jax.block_until_ready(fn())
+    times = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(times)
+
+
+def _layer_times(x, cout: int, kernel: int, stride: int, flax: bool, iters: int):
+    """(forward ms, forward + backward ms) of one layer, Flax's lowering when `flax`."""
+    module = convs.Conv(cout, (kernel, kernel), strides=stride, use_bias=False)
+    variables = module.init(jax.random.key(0), x)
+    cotangent = jnp.ones(module.apply(variables, x).shape, jnp.float32)
+
+    def backward(v, x):
+        return jax.vjp(module.apply, v, x)[1](cotangent)
+
+    with flax_lowering() if flax else contextlib.nullcontext():
+        fwd = jax.jit(module.apply).lower(variables, x).compile()
+        bwd = jax.jit(backward, compiler_options=train_compiler_options() or None)
+        bwd = bwd.lower(variables, x).compile()
+    return (median_ms(lambda: fwd(variables, x), iters),
+            median_ms(lambda: bwd(variables, x), iters))  # fmt: skip
+
+
+def layer_rows(layers, iters: int) -> list[str]:
+    rows = ["| layer | forward Flax / Conv ms | ratio | fwd+bwd Flax / Conv ms | ratio |",
+            "|---|---|---|---|---|"]  # fmt: skip
+    for batch, side, cin, cout, kernel, stride in layers:
+        rng = np.random.default_rng(0)
+        x = jnp.asarray(rng.normal(size=(batch, side, side, cin)), jnp.float32)
+        times = {name: _layer_times(x, cout, kernel, stride, name == "flax", iters)
+                 for name in ("flax", "conv")}  # fmt: skip
+        (f0, b0), (f1, b1) = times["flax"], times["conv"]
+        label = f"{kernel}x{kernel}/{stride} {cin}->{cout}, {batch}x{side}²"
+        rows.append(f"| {label} | {f0:.2f} / {f1:.2f} | {f0 / f1:.2f}× | {b0:.2f} / {b1:.2f} "
+                    f"| {b0 / b1:.2f}× |")  # fmt: skip
+    return rows
+
+
+def _train_callable(config, batch_size: int, side: int):
+    from _vs_torch_runners import random_like
+
+    from dig_jax.models.interactive import build_segmenter
+    from dig_jax.train.state import make_optimizer
+    from dig_jax.train.train import init_state, train_step
+
+    model = build_segmenter(config.model)
+    tx = make_optimizer(config.optim, 1000)
+    shape = (batch_size, side, side, model.in_channels)
+    abstract = jax.eval_shape(functools.partial(init_state, model, tx, shape), jax.random.key(0))
+    state = jax.device_put(random_like(abstract))
+    n = batch_size
+    batch = {**uint8_batch(n, side), "gesture_kind": np.zeros(n, np.int32),
+             "context": np.ones(n, np.int32), "has_prev": np.zeros(n, bool)}  # fmt: skip
+    step = jax.jit(
+        functools.partial(train_step, model=model, input_kind="gesture", loss_config=config.loss),
+        compiler_options=train_compiler_options() or None,
+    )
+    compiled = step.lower(state, batch).compile()
+    return lambda: compiled(state, batch), lambda out: out[1]["loss"]
+
+
+def _forward_callable(config, batch_size: int, side: int):
+    from _vs_torch_runners import random_like
+
+    from dig_jax.models.interactive import batch_to_input, build_segmenter
+
+    model = build_segmenter(config.model)
+    x0 = jnp.zeros((1, 64, 64, model.in_channels))
+    variables = random_like(jax.eval_shape(lambda: model.init(jax.random.key(0), x0, train=False)))
+    batch = {k: v for k, v in uint8_batch(batch_size, side).items() if k != "target"}
+    fn = jax.jit(lambda v, b: model.apply(v, batch_to_input(b, "gesture"), train=False))
+    compiled = fn.lower(variables, batch).compile()
+    return lambda: compiled(variables, batch), lambda out: jax.tree.leaves(out)[0]
+
+
+def model_rows(models, cases, quick: bool, iters: int) -> list[str]:
+    rows = ["| model | case | Flax lowering ms | Conv ms | speed-up | max abs difference |",
+            "|---|---|---|---|---|---|"]  # fmt: skip
+    for name in models:
+        config = model_config(name, quick)
+        for label, kind, batch_size, side in cases:
+            build = _train_callable if kind == "train" else _forward_callable
+            with flax_lowering():
+                ref_call, ref_value = build(config, batch_size, side)
+            call, value = build(config, batch_size, side)
+            difference = float(jnp.max(jnp.abs(ref_value(ref_call()) - value(call()))))
+            jax.block_until_ready((ref_call(), call()))
+            ref_times, times = [], []
+            for _ in range(iters):  # interleaved pairs: drift on the machine hits both
+                for fn, out in ((ref_call, ref_times), (call, times)):
+                    start = time.perf_counter()
+                    jax.block_until_ready(fn())
+                    out.append(time.perf_counter() - start)
+            ref_ms, ms = 1e3 * statistics.median(ref_times), 1e3 * statistics.median(times)
+            rows.append(f"| {name} | {label} | {ref_ms:.1f} | {ms:.1f} | {ref_ms / ms:.2f}× "
+                        f"| {difference:.1e} |")  # fmt: skip
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iters", type=int, default=7)
+    parser.add_argument("--models", default="hrnet18s,efficientnet_lite0")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    jax.config.update("jax_platforms", "cpu")
+    iters = 3 if args.quick else args.iters
+    if args.quick:
+        cases = [("train b2 64", "train", 2, 64), ("forward b1 64", "forward", 1, 64)]
+    else:
+        cases = [("train b8 256", "train", 8, 256), ("forward b1 512", "forward", 1, 512)]
+    print(f"jax {jax.__version__}, {jax.devices()[0].device_kind}, median of {iters}")
+    print("\n".join(layer_rows(QUICK_LAYERS if args.quick else LAYERS, iters)))
+    print()
+    print("\n".join(model_rows(args.models.split(","), cases, args.quick, iters)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,138 @@
+"""`Conv`: `flax.linen.Conv` with faster lowerings of two common cases (same parameters, same
+values to float rounding).
+
+Measured on the 2-core CPU (`benchmarks/convs.py`):
+
+- **1x1, stride 1**: a matrix product over the flattened pixels. XLA lowers a 1x1 convolution's
+  weight gradient to a convolution over transposed copies of both operands, and YNNPACK's 1x1
+  forward convolution is slower than its matrix product; as `dot_general` the weight gradient is
+  one product xᵀ·g over [B·H·W, C] views.
+- **3x3, stride 2, SAME, even height and width**: the forward pass and the weight gradient stay
+  XLA's; the input gradient, which XLA computes as a convolution over the 2x-dilated output
+  gradient (three quarters of its products are with inserted zeros), is one 2x2 stride-1
+  convolution with 4·C output channels (one per output phase) followed by depth-to-space.
+
+Every other configuration is `flax.linen.Conv` unchanged. The class is named `Conv` so Flax's
+automatic names (`Conv_0`, ...) and the parameter tree do not change.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+_NHWC = ("NHWC", "HWIO", "NHWC")
+
+# Phase p of the input gradient along one axis, as taps of a 2-wide window over the output
+# gradient padded by one in front: {window tap: kernel tap}. With SAME padding on an even size
+# (pad 0 before, 1 after), x[2r] feeds y[r] through tap 0 and y[r-1] through tap 2, x[2r+1]
+# feeds y[r] through tap 1.
+_PHASE_TAPS = ({0: 2, 1: 0}, {1: 1})
+
+
+def _conv3x3_stride2(x: jax.Array, kernel: jax.Array, precision) -> jax.Array:
+    return jax.lax.conv_general_dilated(
+        x, kernel, (2, 2), "SAME", dimension_numbers=_NHWC, precision=precision
+    )
+
+
+def phase_kernel(kernel: jax.Array) -> jax.Array:
+    """f32[3, 3, C, O] stride-2 kernel -> f32[2, 2, O, 4·C]: the input gradient's four phases
+    (row phase, column phase, channel; row-major) as one 2x2 convolution of the output
+    gradient."""
+    cin, cout = kernel.shape[2:]
+    phases = jnp.zeros((2, 2, cout, 2, 2, cin), kernel.dtype)
+    for p, row_taps in enumerate(_PHASE_TAPS):
+        for q, col_taps in enumerate(_PHASE_TAPS):
+            for u, a in row_taps.items():
+                for v, b in col_taps.items():
+                    phases = phases.at[u, v, :, p, q, :].set(kernel[a, b].T)
+    return phases.reshape(2, 2, cout, 4 * cin)
+
+
+@jax.custom_vjp
+def conv3x3_stride2(x: jax.Array, kernel: jax.Array) -> jax.Array:
+    """SAME 3x3 stride-2 convolution of f32[B, H, W, C] (H, W even) with f32[3, 3, C, O] ->
+    f32[B, H/2, W/2, O]; its input gradient is computed per output phase (module docstring)."""
+    return _conv3x3_stride2(x, kernel, None)
+
+
+def _conv3x3_stride2_fwd(x, kernel):
+    return _conv3x3_stride2(x, kernel, None), (x, kernel)
+
+
+def _conv3x3_stride2_bwd(residuals, grad):
+    x, kernel = residuals
+    batch, height, width, channels = x.shape
+    _, kernel_vjp = jax.vjp(lambda k: _conv3x3_stride2(x, k, None), kernel)
+    phases = jax.lax.conv_general_dilated(
+        grad, phase_kernel(kernel), (1, 1), ((1, 0), (1, 0)), dimension_numbers=_NHWC
+    )
+    grad_x = phases.reshape(batch, height // 2, width // 2, 2, 2, channels)
+    grad_x = grad_x.transpose(0, 1, 3, 2, 4, 5).reshape(x.shape)
+    return grad_x, kernel_vjp(grad)[0]
+
+
+conv3x3_stride2.defvjp(_conv3x3_stride2_fwd, _conv3x3_stride2_bwd)
+
+
+def _pair(value, default: int = 1) -> tuple[int, ...]:
+    if value is None:
+        return (default, default)
+    return tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+
+
+class Conv(nn.Conv):
+    """`flax.linen.Conv` (same attributes and parameters) with the faster 1x1 and 3x3 stride-2
+    lowerings described in the module docstring."""
+
+    def _plain(self, x: jax.Array) -> bool:
+        return (
+            x.ndim != 4
+            or self.feature_group_count != 1
+            or self.mask is not None
+            or not self.shared_weights
+            or self.conv_general_dilated is not None
+            or self.conv_general_dilated_cls is not None
+            or _pair(self.kernel_dilation) != (1, 1)
+            or _pair(self.input_dilation) != (1, 1)
+        )
+
+    def _lowering(self, x: jax.Array) -> str:
+        if self._plain(x):
+            return "flax"
+        kernel, strides = tuple(self.kernel_size), _pair(self.strides)
+        if kernel == (1, 1) and strides == (1, 1) and self.padding in ("SAME", "VALID", 0):
+            return "pointwise"
+        if (
+            kernel == (3, 3) and strides == (2, 2) and self.padding == "SAME"
+            and x.shape[1] % 2 == 0 and x.shape[2] % 2 == 0 and self.precision is None
+        ):  # fmt: skip
+            return "stride2"
+        return "flax"
+
+    @nn.compact
+    def __call__(self, inputs: jax.Array) -> jax.Array:
+        lowering = self._lowering(inputs)
+        if lowering == "flax":
+            return super().__call__(inputs)
+        cin = inputs.shape[-1]
+        kernel = self.param(
+            "kernel", self.kernel_init, (*self.kernel_size, cin, self.features), self.param_dtype
+        )
+        bias = (
+            self.param("bias", self.bias_init, (self.features,), self.param_dtype)
+            if self.use_bias
+            else None
+        )
+        inputs, kernel, bias = self.promote_dtype(inputs, kernel, bias, dtype=self.dtype)
+        if lowering == "pointwise":
+            y = jax.lax.dot_general(
+                inputs.reshape(-1, cin), kernel.reshape(cin, self.features),
+                (((1,), (0,)), ((), ())), precision=self.precision,
+            )  # fmt: skip
+            y = y.reshape(*inputs.shape[:-1], self.features)
+        else:
+            y = conv3x3_stride2(inputs, kernel)
+        return y if bias is None else y + bias

@@ -1,0 +1,120 @@
+"""`dig_jax.models.convs.Conv` equals `flax.linen.Conv`: same parameters, same outputs and
+gradients (to float rounding) on the lowerings it replaces, and the plain path elsewhere."""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dig_jax.models.convs import Conv, conv3x3_stride2, phase_kernel
+
+
+def _lax_stride2(x, kernel):
+    return jax.lax.conv_general_dilated(
+        x, kernel, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+    )
+
+
+def _grads(fn, x, kernel, cotangent):
+    return jax.vjp(fn, x, kernel)[1](cotangent)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    batch=st.integers(1, 2), half_h=st.integers(1, 5), half_w=st.integers(1, 5),
+    cin=st.integers(1, 4), cout=st.integers(1, 4), seed=st.integers(0, 2**16),
+)  # fmt: skip
+def test_stride2_gradients_equal_xla(batch, half_h, half_w, cin, cout, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(batch, 2 * half_h, 2 * half_w, cin)).astype(np.float32)
+    kernel = rng.normal(size=(3, 3, cin, cout)).astype(np.float32)
+    cotangent = rng.normal(size=(batch, half_h, half_w, cout)).astype(np.float32)
+    np.testing.assert_allclose(conv3x3_stride2(x, kernel), _lax_stride2(x, kernel), atol=1e-5)
+    for got, want in zip(
+        _grads(conv3x3_stride2, x, kernel, cotangent),
+        _grads(_lax_stride2, x, kernel, cotangent),
+        strict=True,
+    ):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_stride2_input_gradient_known_answer():
+    """One output pixel, one channel: its gradient lands on the 3x3 window at rows/cols
+    0..2 (SAME padding of an even size pads after), weighted by the kernel."""
+    kernel = np.arange(1, 10, dtype=np.float32).reshape(3, 3, 1, 1)
+    cotangent = np.zeros((1, 2, 2, 1), np.float32)
+    cotangent[0, 0, 0, 0] = 1.0
+    grad_x, _ = _grads(conv3x3_stride2, np.zeros((1, 4, 4, 1), np.float32), kernel, cotangent)
+    want = np.zeros((4, 4), np.float32)
+    want[:3, :3] = kernel[..., 0, 0]
+    np.testing.assert_array_equal(np.asarray(grad_x)[0, ..., 0], want)
+
+
+def test_phase_kernel_holds_each_tap_once():
+    kernel = np.arange(1, 1 + 9 * 2 * 3, dtype=np.float32).reshape(3, 3, 2, 3)
+    phases = np.asarray(phase_kernel(kernel))
+    assert phases.shape == (2, 2, 3, 8)
+    assert sorted(phases[phases != 0].tolist()) == sorted(kernel.ravel().tolist())
+
+
+def test_stride2_vmaps_and_jits():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3, 1, 6, 4, 2)).astype(np.float32)
+    kernel = rng.normal(size=(3, 3, 2, 2)).astype(np.float32)
+    loss = lambda fn: jax.jit(jax.vmap(jax.grad(lambda x, k: fn(x, k).sum(), (0, 1)), (0, None)))
+    for got, want in zip(
+        loss(conv3x3_stride2)(x, kernel), loss(_lax_stride2)(x, kernel), strict=True
+    ):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+CASES = [
+    ("pointwise", dict(features=5, kernel_size=(1, 1)), (2, 6, 6, 3)),
+    ("pointwise", dict(features=5, kernel_size=(1, 1), use_bias=False), (1, 5, 7, 3)),
+    ("stride2", dict(features=4, kernel_size=(3, 3), strides=(2, 2)), (2, 8, 6, 3)),
+    ("stride2", dict(features=4, kernel_size=(3, 3), strides=2, use_bias=False), (1, 4, 4, 2)),
+    ("flax", dict(features=4, kernel_size=(3, 3), strides=(2, 2)), (1, 7, 6, 3)),  # odd height
+    ("flax", dict(features=4, kernel_size=(3, 3)), (1, 6, 6, 3)),
+    ("flax", dict(features=4, kernel_size=(1, 1), strides=(2, 2)), (1, 6, 6, 3)),
+    ("flax", dict(features=3, kernel_size=(1, 1), feature_group_count=3), (1, 6, 6, 3)),
+    ("flax", dict(features=4, kernel_size=(1, 1)), (6, 6, 3)),  # no batch axis
+]
+
+
+@pytest.mark.parametrize("lowering,attrs,shape", CASES)
+def test_conv_matches_flax_conv(lowering, attrs, shape):
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=shape).astype(np.float32)
+    ours, theirs = Conv(**attrs), nn.Conv(**attrs)
+    assert ours._lowering(jnp.asarray(x)) == lowering
+    variables = theirs.init(jax.random.key(0), x)
+    assert jax.tree.map(np.shape, ours.init(jax.random.key(0), x)) == jax.tree.map(
+        np.shape, variables
+    )
+    np.testing.assert_allclose(
+        ours.apply(variables, x), theirs.apply(variables, x), rtol=1e-5, atol=1e-5
+    )
+
+    def loss(module, variables, x):
+        return jnp.sum(jnp.sin(module.apply(variables, x)))
+
+    grads = [jax.grad(loss, (1, 2))(m, variables, x) for m in (ours, theirs)]
+    for got, want in zip(jax.tree.leaves(grads[0]), jax.tree.leaves(grads[1]), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_conv_keeps_flax_names_inside_a_model():
+    class Net(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            x = Conv(3, (3, 3), strides=2)(x)
+            return Conv(2, (1, 1))(x)
+
+    params = Net().init(jax.random.key(0), jnp.zeros((1, 4, 4, 1)))["params"]
+    assert sorted(params) == ["Conv_0", "Conv_1"]
+    assert params["Conv_0"]["kernel"].shape == (3, 3, 1, 3)
