@@ -1,7 +1,7 @@
 """`Conv`: `flax.linen.Conv` with faster lowerings of two common cases (same parameters, same
 values to float rounding).
 
-Measured on the 2-core CPU (`benchmarks/convs.py`):
+Measured on the 2-core CPU (`benchmarks/lowerings.py`):
 
 - **1x1, stride 1**: a matrix product over the flattened pixels. XLA lowers a 1x1 convolution's
   weight gradient to a convolution over transposed copies of both operands, and YNNPACK's 1x1

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from dig_jax.models.convs import Conv
+from dig_jax.models.materialize import materialize
 
 BN_MOMENTUM = 0.9
 BN_EPSILON = 1e-5
@@ -60,7 +61,7 @@ class BasicBlock(nn.Module):
             shortcut = ConvBN(self.features, kernel=1, relu=False)(x, train)
         y = ConvBN(self.features)(x, train)
         y = ConvBN(self.features, relu=False)(y, train)
-        return nn.relu(y + shortcut)
+        return materialize(nn.relu(y + shortcut))
 
 
 class Bottleneck(nn.Module):
@@ -78,7 +79,7 @@ class Bottleneck(nn.Module):
         y = ConvBN(self.planes, kernel=1)(x, train)
         y = ConvBN(self.planes)(y, train)
         y = ConvBN(out_features, kernel=1, relu=False)(y, train)
-        return nn.relu(y + shortcut)
+        return materialize(nn.relu(y + shortcut))
 
 
 class HRModule(nn.Module):
@@ -111,7 +112,7 @@ class HRModule(nn.Module):
                 else:
                     continue
                 total = total + y
-            fused.append(nn.relu(total))
+            fused.append(materialize(nn.relu(total)))
         return fused
 
 

@@ -1,15 +1,17 @@
-"""`dig_jax.models.convs.Conv` against `flax.linen.Conv`'s lowering, measured in the same run.
+"""The models' CPU lowerings against what they replaced, measured in the same run.
 
-    python benchmarks/convs.py [--iters 7] [--models hrnet18s,efficientnet_lite0] [--quick]
+    python benchmarks/lowerings.py [--iters 7] [--models hrnet18s,efficientnet_lite0] [--quick]
 
-Two tables, each printing ms for Flax's lowering (the reference) and for `Conv`, and their ratio:
+Two tables, printing ms for the reference and the new lowering, and their ratio:
 1. layers: forward, and forward + both gradients, of the layer shapes where the lowerings differ
    (1x1 at 64² with HRNet's stage-1 widths, HRNet's stride-2 stem and transition convolutions),
    the backward with the train-step compiler options, the forward with XLA's defaults;
-2. whole models: the train step (`dig_jax.train.train.train_step`, AdamW, train-step compiler
-   options) of batch 8 at 256² and the inference forward of batch 1 at 512², both lowerings
-   compiled in one process and timed in interleaved pairs after a warm-up; the logits or loss of
-   the two are compared too.
+2. whole models, three variants (`variant`): before (`flax.linen.Conv`, no fusion breaks, the
+   forward with XLA's default options), with `dig_jax.models.convs.Conv` only, and now (plus
+   `dig_jax.models.materialize` at block outputs and `predict_compiler_options` for the forward):
+   the train step (`dig_jax.train.train.train_step`, AdamW, train-step compiler options) of
+   batch 8 at 256² and the inference forward of batch 1 at 512², all compiled in one process and
+   timed interleaved after a warm-up; the largest loss / logit difference to 'before' is printed.
 `--quick`: tiny widths at 64², 3 iterations (a smoke run for `make bench`).
 """
 
@@ -31,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from vs_torch import model_config, uint8_batch
 
 from dig_jax.models import convs
-from dig_jax.models.xla_options import train_compiler_options
+from dig_jax.models.materialize import fusion_breaks
+from dig_jax.models.xla_options import predict_compiler_options, train_compiler_options
 
 # (batch, side, in channels, out channels, kernel, stride)
 LAYERS = [
@@ -97,7 +100,23 @@ def layer_rows(layers, iters: int) -> list[str]:
     return rows
 
 
-def _train_callable(config, batch_size: int, side: int):
+VARIANTS = ("before", "convs", "now")
+
+
+@contextlib.contextmanager
+def variant(name: str):
+    """'before': Flax's convolutions, no fusion breaks, XLA's default options for the forward;
+    'convs': `Conv`'s lowerings only; 'now': the models as they are (`Conv`, `materialize`,
+    `predict_compiler_options`)."""
+    with contextlib.ExitStack() as stack:
+        if name == "before":
+            stack.enter_context(flax_lowering())
+        if name != "now":
+            stack.enter_context(fusion_breaks(False))
+        yield
+
+
+def _train_callable(config, batch_size: int, side: int, name: str):
     from _vs_torch_runners import random_like
 
     from dig_jax.models.interactive import build_segmenter
@@ -116,11 +135,12 @@ def _train_callable(config, batch_size: int, side: int):
         functools.partial(train_step, model=model, input_kind="gesture", loss_config=config.loss),
         compiler_options=train_compiler_options() or None,
     )
-    compiled = step.lower(state, batch).compile()
+    with variant(name):
+        compiled = step.lower(state, batch).compile()
     return lambda: compiled(state, batch), lambda out: out[1]["loss"]
 
 
-def _forward_callable(config, batch_size: int, side: int):
+def _forward_callable(config, batch_size: int, side: int, name: str):
     from _vs_torch_runners import random_like
 
     from dig_jax.models.interactive import batch_to_input, build_segmenter
@@ -129,32 +149,36 @@ def _forward_callable(config, batch_size: int, side: int):
     x0 = jnp.zeros((1, 64, 64, model.in_channels))
     variables = random_like(jax.eval_shape(lambda: model.init(jax.random.key(0), x0, train=False)))
     batch = {k: v for k, v in uint8_batch(batch_size, side).items() if k != "target"}
-    fn = jax.jit(lambda v, b: model.apply(v, batch_to_input(b, "gesture"), train=False))
-    compiled = fn.lower(variables, batch).compile()
+    options = {} if name != "now" else predict_compiler_options()
+    fn = jax.jit(lambda v, b: model.apply(v, batch_to_input(b, "gesture"), train=False),
+                 compiler_options=options or None)  # fmt: skip
+    with variant(name):
+        compiled = fn.lower(variables, batch).compile()
     return lambda: compiled(variables, batch), lambda out: jax.tree.leaves(out)[0]
 
 
 def model_rows(models, cases, quick: bool, iters: int) -> list[str]:
-    rows = ["| model | case | Flax lowering ms | Conv ms | speed-up | max abs difference |",
-            "|---|---|---|---|---|---|"]  # fmt: skip
+    rows = ["| model | case | before ms | `Conv` ms | now ms | speed-up `Conv` / now "
+            "| max abs difference |", "|---|---|---|---|---|---|---|"]  # fmt: skip
     for name in models:
         config = model_config(name, quick)
         for label, kind, batch_size, side in cases:
             build = _train_callable if kind == "train" else _forward_callable
-            with flax_lowering():
-                ref_call, ref_value = build(config, batch_size, side)
-            call, value = build(config, batch_size, side)
-            difference = float(jnp.max(jnp.abs(ref_value(ref_call()) - value(call()))))
-            jax.block_until_ready((ref_call(), call()))
-            ref_times, times = [], []
-            for _ in range(iters):  # interleaved pairs: drift on the machine hits both
-                for fn, out in ((ref_call, ref_times), (call, times)):
+            calls = {v: build(config, batch_size, side, v) for v in VARIANTS}
+            values = [value(call()) for call, value in calls.values()]
+            difference = max(float(jnp.max(jnp.abs(values[0] - v))) for v in values[1:])
+            times = {v: [] for v in VARIANTS}
+            for _ in range(iters):  # interleaved: drift on the machine hits every variant
+                for v, (call, _) in calls.items():
                     start = time.perf_counter()
-                    jax.block_until_ready(fn())
-                    out.append(time.perf_counter() - start)
-            ref_ms, ms = 1e3 * statistics.median(ref_times), 1e3 * statistics.median(times)
-            rows.append(f"| {name} | {label} | {ref_ms:.1f} | {ms:.1f} | {ref_ms / ms:.2f}× "
-                        f"| {difference:.1e} |")  # fmt: skip
+                    jax.block_until_ready(call())
+                    times[v].append(time.perf_counter() - start)
+            ms = {v: 1e3 * statistics.median(t) for v, t in times.items()}
+            rows.append(
+                f"| {name} | {label} | {ms['before']:.1f} | {ms['convs']:.1f} | {ms['now']:.1f} "
+                f"| {ms['before'] / ms['convs']:.2f}× / {ms['before'] / ms['now']:.2f}× "
+                f"| {difference:.1e} |"
+            )
     return rows
 
 
