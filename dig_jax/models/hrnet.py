@@ -3,7 +3,8 @@
 The default is HRNet-W18-small as used by interactive-segmentation "HRNet-18s" models: a
 stride-4 stem (two 3x3 stride-2 convs, 64 channels), stage 1 with 2 bottlenecks, then stages
 2/3/4 with 1/3/2 multi-resolution modules of 2 basic blocks per branch, branch widths
-18/36/72/144 at strides 4/8/16/32.
+18/36/72/144 at strides 4/8/16/32. Block and module outputs pass through `materialize` (an
+identity; it keeps XLA's CPU fusion from recomputing the residual chain in every consumer).
 """
 
 from __future__ import annotations
