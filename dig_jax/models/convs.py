@@ -31,10 +31,8 @@ _NHWC = ("NHWC", "HWIO", "NHWC")
 _PHASE_TAPS = ({0: 2, 1: 0}, {1: 1})
 
 
-def _conv3x3_stride2(x: jax.Array, kernel: jax.Array, precision) -> jax.Array:
-    return jax.lax.conv_general_dilated(
-        x, kernel, (2, 2), "SAME", dimension_numbers=_NHWC, precision=precision
-    )
+def _conv3x3_stride2(x: jax.Array, kernel: jax.Array) -> jax.Array:
+    return jax.lax.conv_general_dilated(x, kernel, (2, 2), "SAME", dimension_numbers=_NHWC)
 
 
 def phase_kernel(kernel: jax.Array) -> jax.Array:
@@ -55,17 +53,17 @@ def phase_kernel(kernel: jax.Array) -> jax.Array:
 def conv3x3_stride2(x: jax.Array, kernel: jax.Array) -> jax.Array:
     """SAME 3x3 stride-2 convolution of f32[B, H, W, C] (H, W even) with f32[3, 3, C, O] ->
     f32[B, H/2, W/2, O]; its input gradient is computed per output phase (module docstring)."""
-    return _conv3x3_stride2(x, kernel, None)
+    return _conv3x3_stride2(x, kernel)
 
 
 def _conv3x3_stride2_fwd(x, kernel):
-    return _conv3x3_stride2(x, kernel, None), (x, kernel)
+    return _conv3x3_stride2(x, kernel), (x, kernel)
 
 
 def _conv3x3_stride2_bwd(residuals, grad):
     x, kernel = residuals
     batch, height, width, channels = x.shape
-    _, kernel_vjp = jax.vjp(lambda k: _conv3x3_stride2(x, k, None), kernel)
+    _, kernel_vjp = jax.vjp(lambda k: _conv3x3_stride2(x, k), kernel)
     phases = jax.lax.conv_general_dilated(
         grad, phase_kernel(kernel), (1, 1), ((1, 0), (1, 0)), dimension_numbers=_NHWC
     )

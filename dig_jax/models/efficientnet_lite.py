@@ -66,7 +66,7 @@ def block_specs() -> list[tuple[int, int, int, int, int]]:
 
 class DepthwiseConv(nn.Module):
     """k×k depthwise convolution, SAME padding, no bias. Kernel param f32[k, k, 1, C] (HWIO with
-    one input channel per group, as `Conv(feature_group_count=C)` stores it).
+    one input channel per group, as `nn.Conv(feature_group_count=C)` stores it).
 
     `impl`: "shift" (fused shift-and-multiply-adds, fast on CPU), "xla" (grouped convolution,
     fast on GPU/TPU) or "auto" (shift on CPU, xla elsewhere).
