@@ -100,6 +100,10 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     c.optim.warmup_steps = {"paper": 500, "offline": 200, "demo": 25, "tiny": 0}[variant]
     c.optim.grad_clip = 0.0 if variant == "tiny" else 1.0
     c.optim.backbone_lr_mult = 1.0  # lr factor of the params under 'backbone' (pre-trained)
+    # One flat vector per optimizer group (optax.flatten): a smaller program (compile time,
+    # executable memory), same update. False: one optimizer state per parameter (workdirs
+    # written before this option existed resume only with False).
+    c.optim.flat = True
 
     c.data = ml_collections.ConfigDict()
     # Source specs: "synthetic:N" (tests), or any `dig_jax.data.pipeline.resolve_source` spec;

@@ -68,23 +68,32 @@ def make_optimizer(optim_config: Any, total_steps: int) -> optax.GradientTransfo
 
     `backbone_lr_mult` != 1 scales the learning rate of the parameters under the top-level
     'backbone' key (pre-trained features are fine-tuned gently, as RITM does with 0.1).
+    With `flat` (default True) each transformation sees the parameters as one raveled vector
+    (`optax.flatten`): the same arithmetic per element, but one fused update instead of one per
+    parameter leaf, which shrinks HRNet-18s' train step from ~126k to ~77k HLO instructions
+    (compile ~1.7x faster, ~170 MiB less resident executable); the global norm then sums in
+    another order (float32 rounding).
     """
+    flat = bool(optim_config.get("flat", True))
+    wrap = optax.flatten if flat else (lambda tx: tx)
     schedule = make_schedule(optim_config, total_steps)
     mult = float(optim_config.get("backbone_lr_mult", 1.0))
     adamw = optax.adamw(schedule, weight_decay=optim_config.weight_decay)
-    if mult != 1.0:
-        slow = optax.adamw(lambda step: schedule(step) * mult, optim_config.weight_decay)
+    clip = optax.clip_by_global_norm(optim_config.grad_clip) if optim_config.grad_clip > 0 else None
+    if mult == 1.0:
+        return wrap(optax.chain(clip, adamw) if clip is not None else adamw)
+    slow = optax.adamw(lambda step: schedule(step) * mult, optim_config.weight_decay)
 
-        def labels(params: Any) -> Any:
-            return {
-                key: jax.tree.map(lambda _, k=key: "backbone" if k == "backbone" else "rest", sub)
-                for key, sub in params.items()
-            }
+    def labels(params: Any) -> Any:
+        return {
+            key: jax.tree.map(lambda _, k=key: "backbone" if k == "backbone" else "rest", sub)
+            for key, sub in params.items()
+        }
 
-        adamw = optax.multi_transform({"backbone": slow, "rest": adamw}, labels)
-    if optim_config.grad_clip > 0:
-        return optax.chain(optax.clip_by_global_norm(optim_config.grad_clip), adamw)
-    return adamw
+    # Labels read the parameter tree, so each group is flattened on its own (and the clip,
+    # which spans both groups, before them).
+    grouped = optax.multi_transform({"backbone": wrap(slow), "rest": wrap(adamw)}, labels)
+    return optax.chain(wrap(clip), grouped) if clip is not None else grouped
 
 
 def with_pretrained(state: TrainState, pretrained: dict[str, Any]) -> TrainState:

@@ -66,6 +66,7 @@ def test_one_step_on_4_devices_matches_1_device():
         abstract = jax.eval_shape(init, jax.random.key(0))
         sharding = jax.tree.map(lambda _, r=replicated: r, abstract)
         state = jax.jit(init, out_shardings=sharding)(jax.random.key(0))
+        initial = jax.device_get(state.params)
         step = jax.jit(
             functools.partial(
                 train_step, model=model, input_kind="gesture", loss_config=config.loss
@@ -80,10 +81,17 @@ def test_one_step_on_4_devices_matches_1_device():
     assert np.isfinite(metrics1["loss"])
     np.testing.assert_allclose(metrics4["loss"], metrics1["loss"], rtol=1e-5)
     np.testing.assert_allclose(metrics4["grad_norm"], metrics1["grad_norm"], rtol=1e-4)
-    # Adam's first update is ~lr * sign(grad): where a gradient is ~0, summation-order noise
-    # may flip it, so parameters agree to a fraction of the learning rate (3e-4).
-    for a, b in zip(jax.tree.leaves(params1), jax.tree.leaves(params4), strict=True):
-        np.testing.assert_allclose(a, b, rtol=0, atol=1e-4)
+    # Adam's first update is -lr * g / (|g| + 1e-8) (plus weight decay): parameters agree to a
+    # fraction of the learning rate, except where the gradient itself is summation-order noise
+    # (|g| within ~10x Adam's epsilon, told by a 1-device update under 0.9 lr), whose sign
+    # may differ between 1 and 4 devices: those move by at most 2 lr either way.
+    lr, flipped, total = config.optim.lr, 0, 0
+    for a, b, p0 in zip(*(jax.tree.leaves(t) for t in (params1, params4, initial)), strict=True):
+        decided = np.abs(a - p0) > 0.9 * lr
+        np.testing.assert_allclose(a[decided], b[decided], rtol=0, atol=1e-4)
+        assert np.abs(a - b).max() <= 2 * lr + 1e-6
+        flipped, total = flipped + int((np.abs(a - b) > 1e-4).sum()), total + a.size
+    assert flipped <= max(total // 1000, 1)  # noise-level gradients stay the exception
 
 
 @pytest.fixture(scope="module")

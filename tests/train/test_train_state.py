@@ -37,3 +37,66 @@ def test_constant_and_unknown_schedules():
     assert [float(schedule(s)) for s in (0, 25, 50)] == pytest.approx([3e-4] * 3)
     with pytest.raises(ValueError, match=r"optim\.schedule"):
         make_schedule(optim("linear"), total_steps=50)
+
+
+def _optim_config(flat: bool, mult: float, clip: float) -> ml_collections.ConfigDict:
+    return ml_collections.ConfigDict(
+        {
+            "schedule": "warmup_cosine",
+            "lr": 1e-2,
+            "warmup_steps": 2,
+            "weight_decay": 1e-2,
+            "grad_clip": clip,
+            "backbone_lr_mult": mult,
+            "flat": flat,
+        }
+    )
+
+
+@pytest.mark.parametrize(("mult", "clip"), [(1.0, 0.0), (1.0, 0.5), (0.1, 0.5), (0.1, 0.0)])
+def test_flat_optimizer_makes_the_per_leaf_updates(mult, clip):
+    """optax.flatten changes the program, not the arithmetic: five steps of the flat optimizer
+    give the per-leaf optimizer's parameters (up to the global norm's summation order)."""
+    import jax
+    import optax
+
+    from dig_jax.train.state import make_optimizer
+
+    rng = np.random.default_rng(0)
+    params = {
+        "backbone": {"conv": {"kernel": rng.normal(size=(3, 3, 2, 4)).astype(np.float32)}},
+        "head": {
+            "bias": rng.normal(size=(4,)).astype(np.float32),
+            "kernel": rng.normal(size=(4, 1)).astype(np.float32),
+        },
+    }
+    results = {}
+    for flat in (False, True):
+        tx = make_optimizer(_optim_config(flat, mult, clip), total_steps=20)
+        p, state = params, tx.init(params)
+        for step in range(5):
+            grads = jax.tree.map(lambda x, s=step: np.sin(x * (s + 1)) * 3.0, p)
+            updates, state = tx.update(grads, state, p)
+            p = optax.apply_updates(p, updates)
+        results[flat] = p
+    assert jax.tree.structure(results[True]) == jax.tree.structure(results[False])
+    for a, b in zip(jax.tree.leaves(results[True]), jax.tree.leaves(results[False]), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    moved = [np.abs(a - b).max() for a, b in zip(jax.tree.leaves(results[True]),
+                                                 jax.tree.leaves(params), strict=True)]  # fmt: skip
+    assert min(moved) > 1e-4  # every group was updated
+
+
+def test_tree_all_finite_finds_one_bad_value_in_any_leaf():
+    import jax.numpy as jnp
+
+    from dig_jax.train.step import tree_all_finite
+
+    tree = {"a": jnp.ones((3, 4)), "b": [jnp.zeros(5), jnp.ones((), jnp.bfloat16)],
+            "step": jnp.asarray(7, jnp.int32)}  # fmt: skip
+    assert bool(tree_all_finite(tree))
+    for bad in (np.nan, np.inf, -np.inf):
+        assert not bool(tree_all_finite({**tree, "a": tree["a"].at[2, 1].set(bad)}))
+        half = jnp.asarray(bad, jnp.bfloat16)
+        assert not bool(tree_all_finite({**tree, "b": [tree["b"][0], half]}))
+    assert bool(tree_all_finite({"step": jnp.asarray(1)}))  # no float leaf: nothing to check
