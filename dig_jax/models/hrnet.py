@@ -15,6 +15,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from dig_jax.models.batchnorm import BatchNorm, relu
 from dig_jax.models.convs import Conv
 from dig_jax.models.materialize import materialize
 
@@ -30,7 +31,7 @@ def resize_to(x: jax.Array, height: int, width: int) -> jax.Array:
 
 
 class ConvBN(nn.Module):
-    """Conv (no bias) + BatchNorm + optional ReLU."""
+    """Conv (no bias) + BatchNorm + optional ReLU (fused: `dig_jax.models.batchnorm`)."""
 
     features: int
     kernel: int = 3
@@ -46,8 +47,7 @@ class ConvBN(nn.Module):
             padding="SAME",
             use_bias=False,
         )(x)
-        x = nn.BatchNorm(use_running_average=not train, momentum=BN_MOMENTUM, epsilon=BN_EPSILON)(x)
-        return nn.relu(x) if self.relu else x
+        return BatchNorm(not train, BN_MOMENTUM, BN_EPSILON, relu=self.relu)(x)
 
 
 class BasicBlock(nn.Module):
@@ -62,7 +62,7 @@ class BasicBlock(nn.Module):
             shortcut = ConvBN(self.features, kernel=1, relu=False)(x, train)
         y = ConvBN(self.features)(x, train)
         y = ConvBN(self.features, relu=False)(y, train)
-        return materialize(nn.relu(y + shortcut))
+        return materialize(relu(y + shortcut))
 
 
 class Bottleneck(nn.Module):
@@ -80,7 +80,7 @@ class Bottleneck(nn.Module):
         y = ConvBN(self.planes, kernel=1)(x, train)
         y = ConvBN(self.planes)(y, train)
         y = ConvBN(out_features, kernel=1, relu=False)(y, train)
-        return materialize(nn.relu(y + shortcut))
+        return materialize(relu(y + shortcut))
 
 
 class HRModule(nn.Module):
@@ -113,7 +113,7 @@ class HRModule(nn.Module):
                 else:
                     continue
                 total = total + y
-            fused.append(materialize(nn.relu(total)))
+            fused.append(materialize(relu(total)))
         return fused
 
 
