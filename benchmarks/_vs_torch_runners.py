@@ -94,7 +94,7 @@ def jax_train(config: Any, data: dict, iters: int, warmup: int, plain: bool = Fa
     jax, model = _jax_setup(config, device)
     from dig_jax.models.xla_options import train_compiler_options
     from dig_jax.train.state import make_optimizer
-    from dig_jax.train.train import init_state, train_step
+    from dig_jax.train.step import init_state, train_step
 
     batch_size, side = data["image"].shape[:2]
     tx = make_optimizer(config.optim, 1000)

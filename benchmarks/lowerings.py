@@ -121,7 +121,7 @@ def _train_callable(config, batch_size: int, side: int, name: str):
 
     from dig_jax.models.interactive import build_segmenter
     from dig_jax.train.state import make_optimizer
-    from dig_jax.train.train import init_state, train_step
+    from dig_jax.train.step import init_state, train_step
 
     model = build_segmenter(config.model)
     tx = make_optimizer(config.optim, 1000)

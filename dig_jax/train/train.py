@@ -23,7 +23,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -37,8 +36,8 @@ from dig_jax.train.config import validate_config
 from dig_jax.train.evals import LoopEvaluators
 from dig_jax.train.host_memory import release_freed_memory
 from dig_jax.train.input_pipeline import make_eval_batches, make_train_iterator
-from dig_jax.train.losses import total_loss
 from dig_jax.train.state import TrainState, make_optimizer, make_schedule, with_pretrained
+from dig_jax.train.step import init_state, train_step
 
 MULTIHOST_ENV = ("JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS", "MEGASCALE_COORDINATOR_ADDRESS")
 
@@ -69,38 +68,6 @@ def make_mesh(num_devices: int = 0) -> Mesh:
             )
         devices = devices[:num_devices]
     return Mesh(np.asarray(devices), ("data",))
-
-
-def init_state(model: Any, tx: optax.GradientTransformation, input_shape: tuple, key) -> TrainState:
-    variables = model.init(key, jnp.zeros(input_shape, jnp.float32), train=False)
-    return TrainState.create(variables["params"], variables.get("batch_stats", {}), tx)
-
-
-def train_step(state: TrainState, batch: dict, *, model, input_kind: str, loss_config) -> tuple:
-    """One AdamW step on a global batch; returns (new state, scalar metrics)."""
-    x = batch_to_input(batch, input_kind)
-
-    def loss_fn(params):
-        variables = {"params": params, "batch_stats": state.batch_stats}
-        outputs, updates = model.apply(variables, x, train=True, mutable=["batch_stats"])
-        loss, parts = total_loss(outputs, batch, loss_config)
-        return loss, (parts, updates["batch_stats"])
-
-    (loss, (parts, batch_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-    new_state = state.apply_gradients(grads, batch_stats)
-    grad_norm = optax.global_norm(grads)
-    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & tree_all_finite(new_state)
-    return new_state, {"loss": loss, **parts, "grad_norm": grad_norm, "finite": finite}
-
-
-def tree_all_finite(tree: Any) -> jax.Array:
-    """Scalar bool: no NaN/Inf in any floating-point leaf of `tree` (jnp, inside jit)."""
-    flags = [
-        jnp.all(jnp.isfinite(x))
-        for x in jax.tree.leaves(tree)
-        if jnp.issubdtype(jnp.result_type(x), jnp.inexact)
-    ]
-    return jnp.all(jnp.stack(flags)) if flags else jnp.asarray(True)
 
 
 class NonFiniteError(FloatingPointError):
