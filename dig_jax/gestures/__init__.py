@@ -8,6 +8,7 @@ from dig_jax.gestures.raster import (
     pad_gestures,
     rasterize,
     rasterize_batch,
+    rasterize_many,
 )
 from dig_jax.gestures.simulate import simulate_creation, simulate_refinement
 from dig_jax.gestures.soft import distance_map_jnp, polyline_distance, soft_rasterize
@@ -26,6 +27,7 @@ __all__ = [
     "polyline_distance",
     "rasterize",
     "rasterize_batch",
+    "rasterize_many",
     "simulate_creation",
     "simulate_refinement",
     "soft_rasterize",

@@ -82,6 +82,12 @@ def clip_segments(
 
     Segments missing the box are dropped; end points already inside are kept bit for bit.
     """
+    start, stop, _ = _clip_kept(a, b, box)
+    return start, stop
+
+
+def _clip_kept(a, b, box) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`clip_segments` plus the bool[S] mask of the segments kept."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     d = b - a
     t0, t1 = np.zeros(len(a)), np.ones(len(a))
@@ -98,7 +104,7 @@ def clip_segments(
     a, b, d, t0, t1 = a[keep], b[keep], d[keep], t0[keep, None], t1[keep, None]
     start = np.where(t0 == 0.0, a, a + t0 * d)
     stop = np.where(t1 == 1.0, b, a + t1 * d)
-    return start, stop
+    return start, stop, keep
 
 
 def _split_segments(a: np.ndarray, b: np.ndarray, piece: float) -> tuple[np.ndarray, np.ndarray]:
@@ -161,19 +167,69 @@ def rasterize(gesture: Gesture, shape: Sequence[int], radius: float = BRUSH_RADI
     `_EDGE_EPS` of an interval end are decided by the distance test of `rasterize_reference`
     (against the same pieces), so the two return the same bytes, at a fraction of the cost.
     """
+    return rasterize_many([gesture], shape, radius)[0]
+
+
+def rasterize_many(
+    gestures: Sequence[Gesture], shape: Sequence[int], radius: float = BRUSH_RADIUS
+) -> np.ndarray:
+    """uint8[B, H, W]: `rasterize` of every gesture, byte for byte, in one vectorised pass.
+
+    The segments of all gestures are clipped, cut into row intervals and marked together (each
+    tagged with its gesture's image), so the per-call cost of numpy is paid once per batch
+    instead of once per gesture: what a batch of short gestures (clicks, rectangles) costs.
+    """
     h, w = _check_shape(shape)
     radius = _check_radius(radius)
-    _check_coords(gesture.points)
+    out = np.zeros((len(gestures), h, w), np.uint8)
     if radius < _MIN_INTERVAL_RADIUS:
-        return rasterize_reference(gesture, shape, radius)
-    out = np.zeros((h, w), np.uint8)
-    a, b = gesture_segments(gesture)
-    one_point = len(a) == 1 and np.array_equal(a, b)
-    if one_point and np.isfinite(a).all() and np.array_equal(a, np.round(a)):
-        return _stamp_disc(out, int(a[0, 0]), int(a[0, 1]), radius)  # a click on a pixel
-    a, b = _clipped(a, b, h, w, radius)
-    if len(a) == 0:
+        for i, gesture in enumerate(gestures):
+            out[i] = rasterize_reference(gesture, shape, radius)
         return out
+    starts, stops, owners = [], [], []
+    pending = 0
+    for i, gesture in enumerate(gestures):
+        _check_coords(gesture.points)
+        a, b = gesture_segments(gesture)
+        one_point = len(a) == 1 and np.array_equal(a, b)
+        if one_point and np.isfinite(a).all() and np.array_equal(a, np.round(a)):
+            _stamp_disc(out[i], int(a[0, 0]), int(a[0, 1]), radius)  # a click on a pixel
+            continue
+        starts.append(a)
+        stops.append(b)
+        owners.append(np.full(len(a), i, np.int64))
+        pending += len(a)
+        if pending >= _SEGMENTS_PER_PASS:
+            _mark_group(out, starts, stops, owners, radius)
+            starts, stops, owners, pending = [], [], [], 0
+    if starts:
+        _mark_group(out, starts, stops, owners, radius)
+    return out
+
+
+# Segments marked per vectorised pass: enough to amortise numpy's per-call cost over short
+# gestures, few enough that the pass's row intervals stay in cache (long strokes and lassos
+# were slower in one pass over a whole batch than one gesture at a time).
+_SEGMENTS_PER_PASS = 256
+
+
+def _mark_group(out: np.ndarray, starts, stops, owners, radius: float) -> None:
+    """Clip and mark the segments of a group of gestures into out (uint8[B, H, W])."""
+    h, w = out.shape[1:]
+    a, b, keep = _clip_kept(np.concatenate(starts), np.concatenate(stops),
+                            (-radius - 1.0, -radius - 1.0, w + radius, h + radius))  # fmt: skip
+    if len(a):
+        base = np.concatenate(owners)[keep] * (h * w)
+        _mark_capsules(out.reshape(-1), base, a, b, (h, w), radius)
+
+
+def _mark_capsules(
+    flat: np.ndarray, base: np.ndarray, a: np.ndarray, b: np.ndarray,
+    shape: tuple[int, int], radius: float,
+) -> None:  # fmt: skip
+    """Set to 1 the pixels of flat (uint8[B·H·W]) whose centres lie within `radius` of segment
+    a[i] -> b[i] (clipped, float64[S, 2]) in the image starting at flat index base[i]."""
+    h, w = shape
     row0 = np.clip(np.ceil(np.minimum(a[:, 1], b[:, 1]) - radius), 0, h).astype(np.int64)
     row1 = np.clip(np.floor(np.maximum(a[:, 1], b[:, 1]) + radius) + 1, 0, h).astype(np.int64)
     seg = np.repeat(np.arange(len(a)), np.maximum(row1 - row0, 0))
@@ -187,7 +243,8 @@ def rasterize(gesture: Gesture, shape: Sequence[int], radius: float = BRUSH_RADI
     empty = sure_stop <= sure_start
     sure_start = np.where(empty, maybe_stop, sure_start)
     sure_stop = np.where(empty, maybe_stop, sure_stop)
-    out.reshape(-1)[_ranges_to_flat(rows * w, sure_start, sure_stop)] = 1
+    row_base = base[seg] + rows * w
+    flat[_ranges_to_flat(row_base, sure_start, sure_stop)] = 1
     # Columns in [maybe_start, sure_start) and [sure_stop, maybe_stop): the reference's test
     # against the pieces of their segment.
     starts = np.concatenate([maybe_start, sure_stop])
@@ -203,8 +260,7 @@ def rasterize(gesture: Gesture, shape: Sequence[int], radius: float = BRUSH_RADI
         piece = _ranges_to_flat(np.zeros(len(cols), np.int64), first[s], first[s] + per_segment[s])
         r, c = rows[owner][tests], cols[tests]
         hit = segment_distance_np(c, r, pa[piece], pb[piece]) <= radius
-        out[r[hit], c[hit]] = 1
-    return out
+        flat[(row_base[owner][tests] + c)[hit]] = 1
 
 
 @functools.lru_cache(maxsize=8)

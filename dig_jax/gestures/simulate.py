@@ -30,7 +30,6 @@ from dig_jax.gestures.contours import fill_holes, longest_contour
 from dig_jax.gestures.encode import box_outline_points
 from dig_jax.gestures.raster import opencv_edt, squared_edt
 from dig_jax.gestures.types import Context, Gesture, GestureKind
-from dig_jax.metrics import tight_box
 
 SPACING = 2.0  # px between consecutive samples of an interpolated curve
 SCRIBBLE_POINTS = (4, 6)  # inclusive range of control points
@@ -247,10 +246,19 @@ def lasso_control_points(
     return pts
 
 
+def _tight_box(region: np.ndarray) -> np.ndarray:
+    """`tight_box` of a validated bool region, f64[4] (x1, y1, x2, y2): the rows first, then the
+    columns of those rows only (a third of the passes of `tight_box`, which also validates)."""
+    rows = np.flatnonzero(region.any(axis=1))
+    top, bottom = rows[0], rows[-1] + 1
+    cols = np.flatnonzero(region[top:bottom].any(axis=0))
+    return np.array([cols[0], top, cols[-1] + 1, bottom], np.float64)
+
+
 def rectangle_box(region: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Perturbed tight box f32[4] (x1, y1, x2, y2), clipped to the image, at least 1 px each way."""
     h, w = region.shape
-    box = tight_box(region.astype(np.uint8)).astype(np.float64)
+    box = _tight_box(region)
     extent = np.array([box[2] - box[0], box[3] - box[1]] * 2)  # (w, h, w, h)
     for _ in range(MAX_REDRAWS):
         v = rng.uniform(*RECT_SPREAD)

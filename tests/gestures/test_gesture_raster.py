@@ -17,6 +17,7 @@ from dig_jax.gestures import (
     pad_gestures,
     rasterize,
     rasterize_batch,
+    rasterize_many,
 )
 from dig_jax.gestures.raster import (
     _pair_budget,
@@ -140,6 +141,40 @@ def test_interval_rasteriser_equals_the_window_reference_bytes(points, closed, g
     out = rasterize(g, (h, w), radius)
     assert out.dtype == np.uint8
     np.testing.assert_array_equal(out, rasterize_reference(g, (h, w), radius))
+
+
+@given(
+    st.lists(
+        st.tuples(points_st, st.booleans(), st.sampled_from(["float", "integral", "half"])),
+        min_size=1,
+        max_size=6,
+    ),
+    st.sampled_from([0.0, 1.0, 2.5, 5.0]),
+)
+def test_rasterize_many_is_rasterize_of_each_gesture(items, radius):
+    """Clicks on and off pixel centres, strokes, outlines, points off the image, zero radius
+    (the reference path): one batch gives each gesture's own bytes."""
+    gestures = []
+    for points, closed, grid in items:
+        pts = np.asarray(points, np.float32)
+        pts = {"float": pts, "integral": np.round(pts), "half": np.round(pts * 2) / 2}[grid]
+        gestures.append(_gesture(pts, closed, integral=False))
+    out = rasterize_many(gestures, SHAPE, radius)
+    assert out.shape == (len(gestures), *SHAPE) and out.dtype == np.uint8
+    for image, gesture in zip(out, gestures, strict=True):
+        np.testing.assert_array_equal(image, rasterize(gesture, SHAPE, radius))
+
+
+def test_rasterize_many_edge_cases():
+    assert rasterize_many([], SHAPE).shape == (0, *SHAPE)
+    off = Gesture(GestureKind.SCRIBBLE, np.array([[-90.0, 3.0], [-20.0, 60.0]], np.float32), False)
+    far = Gesture(GestureKind.CLICK, np.array([[-500.0, 20.0]], np.float32), False)
+    click = Gesture(GestureKind.CLICK, np.array([[20.0, 20.0]], np.float32), False)
+    out = rasterize_many([off, far, click], SHAPE)
+    assert out[0].sum() == 0 and out[1].sum() == 0  # nothing drawn, nothing leaked
+    np.testing.assert_array_equal(out[2], rasterize(click, SHAPE))
+    with pytest.raises(ValueError, match="shape"):
+        rasterize_many([click], (0, 5))
 
 
 def test_click_disc_clipped_at_every_border():

@@ -326,3 +326,14 @@ def test_fill_holes_known_answer():
     opened = ring.copy()
     opened[3, 1] = False  # the wall opens to the outside: the hole is not a hole any more
     np.testing.assert_array_equal(fill_holes(opened), opened)
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(1, 40), st.integers(1, 40))
+def test_fast_tight_box_is_metrics_tight_box(seed, h, w):
+    from dig_jax.gestures.simulate import _tight_box
+    from dig_jax.metrics import tight_box
+
+    rng = np.random.default_rng(seed)
+    region = rng.random((h, w)) < rng.uniform(0.001, 0.3)
+    region[rng.integers(h), rng.integers(w)] = True
+    np.testing.assert_array_equal(_tight_box(region), tight_box(region.astype(np.uint8)))
