@@ -173,11 +173,12 @@ def rasterize(gesture: Gesture, shape: Sequence[int], radius: float = BRUSH_RADI
 def rasterize_many(
     gestures: Sequence[Gesture], shape: Sequence[int], radius: float = BRUSH_RADIUS
 ) -> np.ndarray:
-    """uint8[B, H, W]: `rasterize` of every gesture, byte for byte, in one vectorised pass.
+    """uint8[B, H, W]: `rasterize` of every gesture, byte for byte.
 
-    The segments of all gestures are clipped, cut into row intervals and marked together (each
-    tagged with its gesture's image), so the per-call cost of numpy is paid once per batch
-    instead of once per gesture: what a batch of short gestures (clicks, rectangles) costs.
+    The segments of consecutive gestures are clipped, cut into row intervals and marked
+    together (each tagged with its gesture's image), up to `_SEGMENTS_PER_PASS` per vectorised
+    pass, so numpy's per-call cost is shared by many short gestures (rectangles: 3.6x faster
+    than one call each); long strokes cost what they cost one at a time.
     """
     h, w = _check_shape(shape)
     radius = _check_radius(radius)

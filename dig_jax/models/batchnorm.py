@@ -7,6 +7,9 @@ the ReLU output, which the next convolution keeps anyway). `batch_norm_train` is
 that keeps only its input x and the per-channel statistics, and recomputes x̂ (and the ReLU
 mask) inside the backward pass's own fused loops. Same forward arithmetic as flax's
 BatchNorm with `use_fast_variance` (mean of x and of x², var = max(0, E[x²] − E[x]²)).
+XLA had already kept most of those tensors out of memory (HRNet-18s's step temporaries went
+only 1081 → 1074 MiB); what this saves is mostly program size: 70 MiB less resident executable
+and 5 s less compile, at the same speed (README, Models).
 
 `BatchNorm` is a drop-in for `nn.BatchNorm` (same class name, so the same auto-generated
 module names; same `scale`/`bias` params and `mean`/`var` statistics) with a `relu` flag.
