@@ -68,13 +68,15 @@ def make_optimizer(optim_config: Any, total_steps: int) -> optax.GradientTransfo
 
     `backbone_lr_mult` != 1 scales the learning rate of the parameters under the top-level
     'backbone' key (pre-trained features are fine-tuned gently, as RITM does with 0.1).
-    With `flat` (default True) each transformation sees the parameters as one raveled vector
-    (`optax.flatten`): the same arithmetic per element, but one fused update instead of one per
-    parameter leaf, which shrinks HRNet-18s' train step from ~126k to ~77k HLO instructions
-    (compile ~1.7x faster, ~170 MiB less resident executable); the global norm then sums in
-    another order (float32 rounding).
+    With `flat` (True in every config `base_config` makes; False when the key is missing) each
+    transformation sees the parameters as one raveled vector (`optax.flatten`): the same
+    arithmetic per element, but one fused update instead of one per parameter leaf, which
+    shrinks HRNet-18s' train step from ~126k to ~77k HLO instructions (compile ~1.7x faster,
+    ~170 MiB less resident executable); the global norm then sums in another order.
     """
-    flat = bool(optim_config.get("flat", True))
+    # A config without the key predates it: its checkpoints hold per-leaf optimizer states
+    # (`export_step` and resumes read such a workdir's own config.json). New configs set it.
+    flat = bool(optim_config.get("flat", False))
     wrap = optax.flatten if flat else (lambda tx: tx)
     schedule = make_schedule(optim_config, total_steps)
     mult = float(optim_config.get("backbone_lr_mult", 1.0))

@@ -100,3 +100,20 @@ def test_tree_all_finite_finds_one_bad_value_in_any_leaf():
         half = jnp.asarray(bad, jnp.bfloat16)
         assert not bool(tree_all_finite({**tree, "b": [tree["b"][0], half]}))
     assert bool(tree_all_finite({"step": jnp.asarray(1)}))  # no float leaf: nothing to check
+
+
+def test_a_config_without_flat_keeps_per_leaf_states():
+    """Workdirs written before `optim.flat` existed keep their optimizer-state layout."""
+    import jax
+
+    from dig_jax.train.config import base_config
+    from dig_jax.train.state import make_optimizer
+
+    params = {"a": np.zeros((2, 3), np.float32), "b": np.zeros(4, np.float32)}
+    old = _optim_config(True, 1.0, 0.5)
+    del old["flat"]
+    per_leaf = make_optimizer(old, total_steps=10).init(params)
+    flat = make_optimizer(_optim_config(True, 1.0, 0.5), total_steps=10).init(params)
+    assert max(x.size for x in jax.tree.leaves(per_leaf)) == 6  # one moment per parameter leaf
+    assert max(x.size for x in jax.tree.leaves(flat)) == 10  # one raveled vector
+    assert base_config("tiny").optim.flat is True
