@@ -43,8 +43,10 @@ def train_step(state: TrainState, batch: dict, *, model, input_kind: str, loss_c
 def tree_all_finite(tree: Any) -> jax.Array:
     """Scalar bool: no NaN/Inf in any floating-point leaf of `tree` (jnp, inside jit).
 
-    One reduction over the raveled leaves (XLA fuses the concatenation into it): one check per
-    leaf would add a fusion per parameter and optimizer moment to the train step.
+    One reduction over the raveled leaves: one check per leaf would add a fusion per parameter
+    and optimizer moment to the train step. XLA materialises the concatenation (44 MiB for
+    HRNet-18s's params, statistics and Adam moments) after the backward pass, when the
+    activations are freed: the step's temporaries grew by 15 MiB in all with the flat optimizer.
     """
     leaves = [
         jnp.ravel(x).astype(jnp.float32)
