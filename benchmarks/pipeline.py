@@ -7,7 +7,8 @@
    JPEG decoding are not the sample's cost), CPU seconds per sample of this process. The same
    measurement runs on the code of `--against` (default: the commit before the speed work),
    checked out into a temporary git worktree and run in a child process on the same records,
-   so the ratio compares both on this machine in this run. Both must give the same samples
+   in `--rounds` alternating rounds (medians), so the ratio compares both on this machine in
+   this run. Both must give the same samples
    (`tests/data/test_sample_bytes.py` pins the bytes); the digests of the samples made here are
    printed side by side.
 2. Samples/s of `make_dataset` with 0, 1 and 2 grain workers (file decoding included); ratios
@@ -19,9 +20,11 @@ Real photos are added to the sources in the full run when `dig_jax.paths.data_ro
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -75,25 +78,31 @@ def sample_cost(sources: list[str], per_source: int, size: int, repeats: int) ->
     return {"ms_per_sample": cpu / made * 1e3, "samples": made, "digest": digest.hexdigest()[:16]}
 
 
-def reference_cost(ref: str, args: argparse.Namespace, sources: list[str]) -> dict:
-    """`sample_cost` on the code of git commit `ref`, in a child process."""
+@contextlib.contextmanager
+def reference_tree(ref: str):
+    """A temporary git worktree of commit `ref`, removed on exit."""
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "ref"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), ref],
                        check=True, capture_output=True)  # fmt: skip
         try:
-            env = dict(os.environ, PYTHONPATH=str(tree))
-            env.setdefault("DIG_JAX_DATA", str(_data_root()))
-            cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--size",
-                   str(args.size), "--per-source", str(args.per_source), "--repeats",
-                   str(args.repeats), "--sources", *sources]  # fmt: skip
-            done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp)
-            if done.returncode != 0:
-                return {"error": done.stderr.strip().splitlines()[-1:]}
-            return json.loads(done.stdout.strip().splitlines()[-1])
+            yield tree
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
                            capture_output=True)  # fmt: skip
+
+
+def reference_cost(tree: Path, args: argparse.Namespace, sources: list[str]) -> dict:
+    """`sample_cost` on the code checked out in `tree`, in a child process."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    env.setdefault("DIG_JAX_DATA", str(_data_root()))
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--size", str(args.size),
+           "--per-source", str(args.per_source), "--repeats", str(args.repeats), "--sources",
+           *sources]  # fmt: skip
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tree.parent)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1:]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _data_root() -> Path:
@@ -124,10 +133,12 @@ def main() -> None:
     parser.add_argument("--against", default=REFERENCE, help="git commit of the reference code")
     parser.add_argument("--per-source", type=int, default=None, help="records per source")
     parser.add_argument("--repeats", type=int, default=None, help="seeds per record")
+    parser.add_argument("--rounds", type=int, default=None, help="alternating rounds per side")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.per_source = args.per_source or (4 if args.quick else 16)
     args.repeats = args.repeats or (1 if args.quick else 3)
+    args.rounds = args.rounds or (1 if args.quick else 3)
     if args.child:
         print(json.dumps(sample_cost(args.sources, args.per_source, args.size, args.repeats)))
         return
@@ -138,18 +149,26 @@ def main() -> None:
         sources += ["coco_mval", "bsds500_regions/train"]
     print(f"sources={sources} size={args.size}")
     print(f"1. sample making on decoded records ({args.per_source} per source x {args.repeats} "
-          "seeds), CPU ms per sample:")  # fmt: skip
-    ours = sample_cost(sources, args.per_source, args.size, args.repeats)
-    ref = reference_cost(args.against, args, sources)
-    print(f"   this tree : {ours['ms_per_sample']:7.2f} ms  ({ours['samples']} samples, "
-          f"digest {ours['digest']})")  # fmt: skip
-    if "error" in ref:
-        print(f"   {args.against}: failed ({ref['error']})")
+          f"seeds), CPU ms per sample; {args.rounds} alternating rounds:")  # fmt: skip
+    ours, refs = [], []
+    with reference_tree(args.against) as tree:
+        for _ in range(args.rounds):  # alternated, so a slow spell of the machine hits both
+            ours.append(sample_cost(sources, args.per_source, args.size, args.repeats))
+            refs.append(reference_cost(tree, args, sources))
+    mine = statistics.median(r["ms_per_sample"] for r in ours)
+    print(f"   this tree : {mine:7.2f} ms  (median; {ours[0]['samples']} samples, digest "
+          f"{ours[0]['digest']})")  # fmt: skip
+    failed = [r["error"] for r in refs if "error" in r]
+    if failed:
+        print(f"   {args.against}: failed ({failed[0]})")
     else:
-        same = "same samples" if ref["digest"] == ours["digest"] else "DIFFERENT samples"
-        ratio = ref["ms_per_sample"] / ours["ms_per_sample"]
-        print(f"   {args.against:<10}: {ref['ms_per_sample']:7.2f} ms  (digest {ref['digest']}, "
-              f"{same})\n   speed-up  : {ratio:.2f}x")  # fmt: skip
+        theirs = statistics.median(r["ms_per_sample"] for r in refs)
+        same = all(r["digest"] == ours[0]["digest"] for r in ours + refs)
+        per_round = " ".join(f"{r['ms_per_sample'] / o['ms_per_sample']:.2f}"
+                             for o, r in zip(ours, refs, strict=True))  # fmt: skip
+        print(f"   {args.against:<10}: {theirs:7.2f} ms  (median; "
+              f"{'same samples' if same else 'DIFFERENT samples'})\n"
+              f"   speed-up  : {theirs / mine:.2f}x  (per round: {per_round})")  # fmt: skip
     batches = 3 if args.quick else 12
     base = dict(sources=sources, image_size=args.size, batch_size=4, prior_prob=0.5,
                 multi_region_prob=0.3, shard=(0, 1), seed=0)  # fmt: skip
