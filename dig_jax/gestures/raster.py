@@ -31,11 +31,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-import cv2
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dig_jax.gestures.edt import edt_lookup
 from dig_jax.gestures.types import BRUSH_RADIUS, Gesture, GestureKind
 
 _PIECE = 4.0  # px, longest segment piece in the numpy reference
@@ -531,48 +531,30 @@ def distance_map(gesture_map: np.ndarray) -> np.ndarray:
 
     An empty map gives all ones (no marked pixel: distance beyond the truncation). The values
     are exactly scipy's `ndimage.distance_transform_edt` (sqrt of an integer squared distance,
-    in float64, then float32), computed by `squared_edt`.
+    in float64, then float32), from the exact integer transform `dig_jax.gestures.edt`.
     """
     gesture_map = np.asarray(gesture_map)
     if gesture_map.ndim != 2:
         raise ValueError(f"gesture_map must be 2-D [H, W], got shape {gesture_map.shape}")
-    marked = gesture_map.astype(bool)
-    if not marked.any():
-        return np.ones(gesture_map.shape, np.float32)
-    squared = squared_edt(marked, 256)  # beyond 255 px the value is truncated anyway
-    return (np.minimum(np.sqrt(squared), 255.0) / 255.0).astype(np.float32)
-
-
-def squared_edt(marked: np.ndarray, cap: int) -> np.ndarray:
-    """float64[H, W]: exact squared Euclidean distance (px²) to the nearest True pixel of the
-    bool map `marked`, capped at `cap`² — scipy's `distance_transform_edt(~marked)` squared.
-
-    OpenCV's exact-mask L2 transform is ~5x faster than scipy's but carries float32 error
-    (< 1e-4 px); below the cap the squared distance is an integer, which that error pins down
-    to well within ±0.5, so rounding recovers it exactly.
-    """
-    approx = opencv_edt(marked)
-    return np.rint(np.square(np.minimum(approx, np.float32(cap)), dtype=np.float64))
-
-
-def opencv_edt(marked: np.ndarray) -> np.ndarray:
-    """float32[H, W]: OpenCV's exact-mask L2 distance (px) to the True pixels of `marked`."""
-    return cv2.distanceTransform(
-        np.logical_not(marked).view(np.uint8), cv2.DIST_L2, cv2.DIST_MASK_PRECISE
-    )
+    return edt_lookup(gesture_map, _DISTANCE_CAP, _UNIT_DISTANCE)
 
 
 def distance_uint8(gesture_map: np.ndarray) -> np.ndarray:
     """uint8[H, W]: `distance_map` * 255 rounded, i.e. the EDT in px rounded and truncated at 255.
 
-    Equal to `np.rint(distance_map(g) * 255).astype(np.uint8)` without the float64 pass: an EDT
-    value is the square root of an integer, never within 4e-4 px of a rounding tie below 255,
-    while OpenCV's float32 transform is off by < 1e-4 px, so rounding it directly is exact.
+    Equal to `np.rint(distance_map(g) * 255).astype(np.uint8)` without the float pass: looked
+    up per integer squared distance (an EDT value, the square root of an integer, is never a
+    rounding tie).
     """
     gesture_map = np.asarray(gesture_map)
     if gesture_map.ndim != 2:
         raise ValueError(f"gesture_map must be 2-D [H, W], got shape {gesture_map.shape}")
-    marked = gesture_map.astype(bool)
-    if not marked.any():
-        return np.full(gesture_map.shape, 255, np.uint8)
-    return cv2.convertScaleAbs(opencv_edt(marked))  # rounds and saturates at 255
+    return edt_lookup(gesture_map, _DISTANCE_CAP, _ROUNDED_DISTANCE)
+
+
+# Per integer squared distance d² ≤ 256²: the truncated distance as distance_map and
+# distance_uint8 give it (256² and beyond read 255).
+_DISTANCE_CAP = 256
+_TRUNCATED = np.minimum(np.sqrt(np.arange(_DISTANCE_CAP**2 + 1, dtype=np.float64)), 255.0)
+_UNIT_DISTANCE = (_TRUNCATED / 255.0).astype(np.float32)
+_ROUNDED_DISTANCE = np.rint(_UNIT_DISTANCE.astype(np.float64) * 255.0).astype(np.uint8)

@@ -27,8 +27,8 @@ import numpy as np
 from scipy.interpolate import CubicSpline, make_interp_spline
 
 from dig_jax.gestures.contours import fill_holes, longest_contour
+from dig_jax.gestures.edt import squared_edt
 from dig_jax.gestures.encode import box_outline_points
-from dig_jax.gestures.raster import opencv_edt, squared_edt
 from dig_jax.gestures.types import Context, Gesture, GestureKind
 
 SPACING = 2.0  # px between consecutive samples of an interpolated curve
@@ -186,15 +186,8 @@ def loose_dilation_radius(area: int) -> int:
 
 def _within(mask: np.ndarray, radius: int) -> np.ndarray:
     """bool[H, W]: pixels at Euclidean distance <= `radius` (integer px) from the mask, i.e.
-    `ndimage.distance_transform_edt(~mask) <= radius`, decided exactly.
-
-    Distances are square roots of integers: the next one above `radius` exceeds it by more
-    than 1 / (2 radius + 1), far more than OpenCV's float32 error (< 1e-4 px at these radii), so
-    thresholding OpenCV's transform half-way there decides as the exact squared distances do.
-    """
-    if radius > 100:  # float32 error grows with the distance: decide on exact squares
-        return squared_edt(mask, radius + 1) <= radius * radius
-    return opencv_edt(mask) <= np.float32(radius + 0.5 / (2 * radius + 1))
+    `ndimage.distance_transform_edt(~mask) <= radius`, on exact squared distances."""
+    return squared_edt(mask, radius + 1) <= radius * radius
 
 
 def region_outline(region: np.ndarray, dilation: int = 0) -> np.ndarray:
