@@ -73,7 +73,12 @@ def simulate(kind: GestureKind, masks, n: int, rng) -> tuple[list, float]:
 
 
 def time_numpy(kind: GestureKind, masks, n: int, rng) -> tuple[float, float, float, float]:
-    """(simulation, rasterisation, reference rasterisation, `rasterize_many`) ms per gesture."""
+    """(simulation, rasterisation, reference rasterisation, `rasterize_many`) ms per gesture.
+
+    One untimed gesture first (own rng): one-time costs such as loading numba's compiled
+    kernels (`dig_jax.gestures.edt`, ~0.3 s from its cache) are not per-gesture costs."""
+    warm = simulate_creation(kind, masks[0], np.random.default_rng(99))
+    rasterize(warm, SIZE), rasterize_reference(warm, SIZE), rasterize_many([warm], SIZE)
     gestures, sim_ms = simulate(kind, masks, n, rng)
     per_gesture = []
     for fn in (rasterize, rasterize_reference):
