@@ -71,3 +71,21 @@ def test_equals_scikit_image_on_photo_crops():
 def test_bad_input_is_named(image, n_segments, message):
     with pytest.raises(ValueError, match=message):
         slic(image, n_segments)
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    height=st.integers(1, 30),
+    width=st.integers(1, 30),
+    n_labels=st.integers(1, 6),
+    min_size=st.integers(0, 12),
+    max_size=st.integers(1, 200),
+)
+def test_connectivity_pass_equals_scikit_image(seed, height, width, n_labels, min_size, max_size):
+    from skimage.segmentation._slic import _enforce_label_connectivity_cython
+
+    from dig_jax.data.superpixels import _enforce_connectivity
+
+    labels = np.random.default_rng(seed).integers(0, n_labels, (height, width)).astype(np.intp)
+    want = _enforce_label_connectivity_cython(labels[None], min_size, max_size, start_label=0)
+    np.testing.assert_array_equal(_enforce_connectivity(labels, min_size, max_size), want[0])
