@@ -1,17 +1,17 @@
-"""SLIC superpixels: scikit-image's labels, bit for bit, with a compiled k-means loop.
+"""SLIC superpixels: scikit-image's labels, bit for bit, computed faster.
 
 `slic(image, n_segments)` returns what `skimage.segmentation.slic(image, n_segments=...,
 compactness=..., start_label=0, channel_axis=-1)` returns for a 2-D uint8 RGB image without
-mask or smoothing. scikit-image's steps are kept; two are computed faster with the same
+mask or smoothing. scikit-image's steps are kept; three are computed faster with the same
 operations: the per-value part of the colour conversion (rescale and sRGB gamma) once per uint8
-level instead of per pixel, and the k-means iterations (70-90 % of scikit-image's time on the
+level instead of per pixel; the k-means iterations (70-90 % of scikit-image's time on the
 prior's crops) as a numba kernel doing the same float64 operations in the same order,
-vectorised over each window row (AVX2 here); its connectivity pass is ported to numba as
-well (integer breadth-first search, same traversal). The 3x3 colour product and `xyz2lab`
-are scikit-image's own. 2.6-3.7x less CPU per call on a 160x107 crop with
-8-1000 segments. Equality with scikit-image is tested on random and real images
-(`tests/data/test_superpixels.py`): it rests on numpy evaluating `np.power` per element the
-same way on 256 levels as on a whole image, which those tests check on the machine they run on.
+vectorised over each window row (AVX2 here); and the connectivity pass as a numba port of the
+same breadth-first search. The 3x3 colour product and `xyz2lab` are scikit-image's own.
+2.6-3.7x less CPU per call on a 160x107 crop with 8-1000 segments. Equality with scikit-image
+is tested on random and real images (`tests/data/test_superpixels.py`); the colour lookup
+rests on numpy evaluating `np.power` per element the same way on 256 levels as on a whole
+image, which those tests check on the machine they run on.
 
 Why the loop can be reordered without changing a label: scikit-image assigns a pixel to segment
 k only when k's distance is strictly below the best so far, visiting segments in index order,
