@@ -21,9 +21,8 @@ Property-tested against `skimage.measure.find_contours` (tests/gestures/test_con
 from __future__ import annotations
 
 import cv2
+import numba
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 
 # Edge midpoints of the square whose top-left pixel is (r, c), in doubled coordinates
 # relative to (2r, 2c): top, left, right, bottom.
@@ -79,36 +78,61 @@ def longest_contour(image: np.ndarray) -> np.ndarray:
     from_key = from_r * width + from_c
     by_start = np.argsort(from_key)
     successor = by_start[np.searchsorted(from_key, to_r * width + to_c, sorter=by_start)]
-    n = len(successor)
-    graph = csr_matrix((np.ones(n, np.int8), (np.arange(n), successor)), shape=(n, n))
-    count, cycle = connected_components(graph, directed=True, connection="weak")
-    _, first = np.unique(cycle, return_index=True)
-    _, last_reversed = np.unique(cycle[::-1], return_index=True)
-    last = n - 1 - last_reversed
+    count, cycle, last = _cycles(successor)
     straight = np.bincount(cycle, weights=(from_r == to_r) | (from_c == to_c), minlength=count)
     diagonal = np.bincount(cycle, minlength=count) - straight
-    listed = np.argsort(first)  # find_contours' order
-    exact = diagonal[listed] * np.sqrt(0.5) + straight[listed]
-    best = listed[int(np.argmax(exact))]
-    same = (diagonal[listed] == diagonal[best]) & (straight[listed] == straight[best])
-    tied = listed[same]
-    successor_list = successor.tolist()
+    # Cycles are numbered by their first segment, which is find_contours' order.
+    exact = diagonal * np.sqrt(0.5) + straight
+    best = int(np.argmax(exact))
+    tied = np.flatnonzero((diagonal == diagonal[best]) & (straight == straight[best]))
 
     def trace(which: int) -> np.ndarray:
-        closing = int(last[which])
-        order = [closing]
-        s = successor_list[closing]
-        while s != closing:
-            order.append(s)
-            s = successor_list[s]
-        order.append(closing)
-        ends = np.array(order)
+        ends = _walk(successor, int(last[which]))
         return np.stack([to_r[ends] / 2.0, to_c[ends] / 2.0], axis=-1)
 
     if len(tied) == 1:
         return trace(int(tied[0]))
     candidates = [trace(int(t)) for t in tied]
     return candidates[int(np.argmax([_arc_length(x) for x in candidates]))]
+
+
+@numba.njit(cache=True, nogil=True)
+def _cycles(successor: np.ndarray):
+    """Cycles of the permutation `successor` int64[N], numbered in order of their first (lowest)
+    member: (count, cycle id int64[N], last (highest) member int64[count])."""
+    n = successor.shape[0]
+    cycle = np.full(n, -1, np.int64)
+    last = np.empty(n, np.int64)
+    count = 0
+    for start in range(n):
+        if cycle[start] >= 0:
+            continue
+        last[count] = start
+        s = start
+        while cycle[s] < 0:
+            cycle[s] = count
+            last[count] = max(last[count], s)
+            s = successor[s]
+        count += 1
+    return count, cycle, last[:count]
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk(successor: np.ndarray, closing: int) -> np.ndarray:
+    """int64[L + 1]: the cycle through `closing`, from it back to it."""
+    length = 1
+    s = successor[closing]
+    while s != closing:
+        length += 1
+        s = successor[s]
+    ends = np.empty(length + 1, np.int64)
+    ends[0] = closing
+    s = successor[closing]
+    for i in range(1, length):
+        ends[i] = s
+        s = successor[s]
+    ends[length] = closing
+    return ends
 
 
 def fill_holes(mask: np.ndarray) -> np.ndarray:
