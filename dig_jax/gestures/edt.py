@@ -77,32 +77,21 @@ def _row_squared(g_row, cap, out_row, f, v, zn, zd) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
-def _squared(marked: np.ndarray, cap: int) -> np.ndarray:
+def _transform(marked: np.ndarray, cap: int, out: np.ndarray, table: np.ndarray) -> None:
+    """Write min(d², cap²) into `out` [H, W], or table[min(d², cap²)] when `table` is
+    non-empty (so a lookup needs no int map of the whole image)."""
     height, width = marked.shape
     g = _column_distances(marked, cap)
-    out = np.empty((height, width), np.int32)
     row = np.empty(width, np.int64)
     f, v = np.empty(width, np.int64), np.empty(width, np.int64)
     zn, zd = np.empty(width, np.int64), np.empty(width, np.int64)
     for y in range(height):
         _row_squared(g[y], cap, row, f, v, zn, zd)
-        out[y] = row
-    return out
-
-
-@numba.njit(cache=True, nogil=True)
-def _looked_up(marked: np.ndarray, cap: int, table: np.ndarray) -> np.ndarray:
-    height, width = marked.shape
-    g = _column_distances(marked, cap)
-    out = np.empty((height, width), table.dtype)
-    row = np.empty(width, np.int64)
-    f, v = np.empty(width, np.int64), np.empty(width, np.int64)
-    zn, zd = np.empty(width, np.int64), np.empty(width, np.int64)
-    for y in range(height):
-        _row_squared(g[y], cap, row, f, v, zn, zd)
-        for x in range(width):
-            out[y, x] = table[row[x]]
-    return out
+        if table.shape[0] == 0:
+            out[y] = row
+        else:
+            for x in range(width):
+                out[y, x] = table[row[x]]
 
 
 def _check(marked: np.ndarray, cap: int) -> np.ndarray:
@@ -118,7 +107,9 @@ def squared_edt(marked: np.ndarray, cap: int) -> np.ndarray:
     """int32[H, W]: min(d², cap²), d the Euclidean distance (px) from each pixel to the nearest
     nonzero pixel of `marked` [H, W] (0 on marked pixels; cap² everywhere without any)."""
     marked = _check(marked, cap)
-    return _squared(marked, int(cap))
+    out = np.empty(marked.shape, np.int32)
+    _transform(marked, int(cap), out, np.zeros(0, np.int32))
+    return out
 
 
 def edt_lookup(marked: np.ndarray, cap: int, table: np.ndarray) -> np.ndarray:
@@ -127,4 +118,6 @@ def edt_lookup(marked: np.ndarray, cap: int, table: np.ndarray) -> np.ndarray:
     table = np.ascontiguousarray(table)
     if table.ndim != 1 or len(table) != cap * cap + 1:
         raise ValueError(f"table: expected shape ({cap * cap + 1},), got {table.shape}")
-    return _looked_up(marked, int(cap), table)
+    out = np.empty(marked.shape, table.dtype)
+    _transform(marked, int(cap), out, table)
+    return out
