@@ -174,6 +174,8 @@ def test_prior_validates_gt_values_void_shape_and_image():
         synthesize_prior(image, gt, rng, void=np.zeros((64, 63), np.uint8))
     with pytest.raises(ValueError, match=r"image: expected RGB \[H, W, 3\], got shape \(64, 64\)"):
         synthesize_prior(image[..., 0], gt, rng)
+    with pytest.raises(ValueError, match="image: expected uint8, got float32"):
+        synthesize_prior(image.astype(np.float32) / 255, gt, rng)
     assert synthesize_prior(image, gt > 0, rng).dtype == np.uint8  # bool gt is fine
 
 
