@@ -160,7 +160,8 @@ def synthesize_prior(
             prior = gt.copy()
             prior[box] = crop
             prior = prior.astype(np.uint8)
-            target = np.where(valid, gt, VOID).astype(np.uint8)
+            # {0, 1} where valid, VOID elsewhere (np.where with a scalar VOID: 15x slower)
+            target = gt.view(np.uint8) | ((~valid).view(np.uint8) * np.uint8(VOID))
             measured = float(iou(prior, target))
             if band[0] <= measured <= band[1]:
                 return prior

@@ -129,7 +129,7 @@ def creation_target(region: Region, part: int, void: np.ndarray | None = None) -
     if not 0 <= part < region.num_parts:
         raise ValueError(f"part: index {part} out of range for {region.num_parts} parts")
     target_part = region.parts[part] > 0
-    target = np.where(target_part, 1, 0).astype(np.uint8)
+    target = target_part.astype(np.uint8)  # 1 on the part, 0 elsewhere
     target[(region.mask > 0) & ~target_part] = VOID
     if void is not None:
         target[np.asarray(void) > 0] = VOID
