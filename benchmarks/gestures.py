@@ -76,7 +76,7 @@ def time_numpy(kind: GestureKind, masks, n: int, rng) -> tuple[float, float, flo
     """(simulation, rasterisation, reference rasterisation, `rasterize_many`) ms per gesture.
 
     One untimed gesture first (own rng): one-time costs such as loading numba's compiled
-    kernels (`dig_jax.gestures.edt`, ~0.3 s from its cache) are not per-gesture costs."""
+    kernels (the EDT, the contour cycles; ~0.3 s from their cache) are not per-gesture costs."""
     warm = simulate_creation(kind, masks[0], np.random.default_rng(99))
     rasterize(warm, SIZE), rasterize_reference(warm, SIZE), rasterize_many([warm], SIZE)
     gestures, sim_ms = simulate(kind, masks, n, rng)
