@@ -11,12 +11,27 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dig_jax.models.convs import Conv, conv3x3_stride2, phase_kernel
+from dig_jax.models import convs
+from dig_jax.models.convs import (
+    SMALL_BATCH,
+    Conv,
+    conv3x3,
+    conv3x3_stride2,
+    padded_kernel_grad,
+    phase_kernel,
+    space_to_depth_kernel_grad,
+)
 
 
 def _lax_stride2(x, kernel):
     return jax.lax.conv_general_dilated(
         x, kernel, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+    )
+
+
+def _lax_stride1(x, kernel):
+    return jax.lax.conv_general_dilated(
+        x, kernel, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
     )
 
 
@@ -26,7 +41,7 @@ def _grads(fn, x, kernel, cotangent):
 
 @settings(max_examples=12, deadline=None)
 @given(
-    batch=st.integers(1, 2), half_h=st.integers(1, 5), half_w=st.integers(1, 5),
+    batch=st.integers(1, SMALL_BATCH + 2), half_h=st.integers(1, 5), half_w=st.integers(1, 5),
     cin=st.integers(1, 4), cout=st.integers(1, 4), seed=st.integers(0, 2**16),
 )  # fmt: skip
 def test_stride2_gradients_equal_xla(batch, half_h, half_w, cin, cout, seed):
@@ -41,6 +56,48 @@ def test_stride2_gradients_equal_xla(batch, half_h, half_w, cin, cout, seed):
         strict=True,
     ):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    batch=st.integers(1, SMALL_BATCH + 2), height=st.integers(1, 9), width=st.integers(1, 9),
+    cin=st.integers(1, 4), cout=st.integers(1, 4), seed=st.integers(0, 2**16),
+)  # fmt: skip
+def test_stride1_gradients_equal_xla(batch, height, width, cin, cout, seed):
+    """Below and above `SMALL_BATCH` (padded kernel gradient on CPU, then XLA's), odd sizes."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(batch, height, width, cin)).astype(np.float32)
+    kernel = rng.normal(size=(3, 3, cin, cout)).astype(np.float32)
+    cotangent = rng.normal(size=(batch, height, width, cout)).astype(np.float32)
+    np.testing.assert_allclose(conv3x3(x, kernel), _lax_stride1(x, kernel), atol=1e-5)
+    for got, want in zip(
+        _grads(conv3x3, x, kernel, cotangent), _grads(_lax_stride1, x, kernel, cotangent),
+        strict=True,
+    ):  # fmt: skip
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch", [1, 2, 8])
+def test_small_batch_kernel_gradients_equal_xla(batch):
+    """Both rewritten kernel gradients, called directly at any batch, equal the lax ones."""
+    rng = np.random.default_rng(batch)
+    x = rng.normal(size=(batch, 6, 4, 3)).astype(np.float32)
+    kernel = rng.normal(size=(3, 3, 3, 2)).astype(np.float32)
+    for conv, rewritten, out_hw in [
+        (_lax_stride1, padded_kernel_grad, (6, 4)),
+        (_lax_stride2, space_to_depth_kernel_grad, (3, 2)),
+    ]:
+        cotangent = rng.normal(size=(batch, *out_hw, 2)).astype(np.float32)
+        want = jax.vjp(lambda k, conv=conv: conv(x, k), kernel)[1](cotangent)[0]
+        got = rewritten(x, cotangent, kernel.shape)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_small_batch_lowering_only_on_cpu(monkeypatch):
+    x = jnp.zeros((1, 6, 6, 3))
+    assert Conv(4, (3, 3))._lowering(x) == "stride1"
+    monkeypatch.setattr(convs.jax, "default_backend", lambda: "gpu")
+    assert Conv(4, (3, 3))._lowering(x) == "flax"
 
 
 def test_stride2_input_gradient_known_answer():
@@ -79,7 +136,11 @@ CASES = [
     ("stride2", dict(features=4, kernel_size=(3, 3), strides=(2, 2)), (2, 8, 6, 3)),
     ("stride2", dict(features=4, kernel_size=(3, 3), strides=2, use_bias=False), (1, 4, 4, 2)),
     ("flax", dict(features=4, kernel_size=(3, 3), strides=(2, 2)), (1, 7, 6, 3)),  # odd height
-    ("flax", dict(features=4, kernel_size=(3, 3)), (1, 6, 6, 3)),
+    ("stride2", dict(features=4, kernel_size=(3, 3), strides=2), (SMALL_BATCH + 1, 4, 6, 2)),
+    ("stride1", dict(features=4, kernel_size=(3, 3)), (1, 6, 5, 3)),
+    ("stride1", dict(features=4, kernel_size=(3, 3), use_bias=False), (SMALL_BATCH, 4, 4, 2)),
+    ("flax", dict(features=4, kernel_size=(3, 3)), (SMALL_BATCH + 1, 6, 6, 3)),
+    ("flax", dict(features=4, kernel_size=(3, 3), padding="VALID"), (1, 6, 6, 3)),
     ("flax", dict(features=4, kernel_size=(1, 1), strides=(2, 2)), (1, 6, 6, 3)),
     ("flax", dict(features=3, kernel_size=(1, 1), feature_group_count=3), (1, 6, 6, 3)),
     ("flax", dict(features=4, kernel_size=(1, 1)), (6, 6, 3)),  # no batch axis
