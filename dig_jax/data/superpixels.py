@@ -22,16 +22,17 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 from skimage.color import xyz2lab
 from skimage.color.colorconv import xyz_from_rgb
 from skimage.util import img_as_float64, regular_grid
 
+from dig_jax import _numba
+
 _FLOAT_MAX = float(np.finfo(np.float64).max)  # scikit-image's DBL_MAX start distance
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
+@_numba.njit(cache=True, nogil=True, error_model="numpy")
 def _kmeans(
     lab: np.ndarray,
     segments: np.ndarray,
@@ -110,7 +111,7 @@ def _kmeans(
     return labels.reshape(height, width)
 
 
-@numba.njit(cache=True, nogil=True)
+@_numba.njit(cache=True, nogil=True)
 def _enforce_connectivity(labels: np.ndarray, min_size: int, max_size: int) -> np.ndarray:
     """scikit-image's `_enforce_label_connectivity_cython` for a 2-D label map from 0: each
     4-connected piece (breadth-first, neighbours x+1, x-1, y+1, y-1) gets a new label in raster

@@ -21,8 +21,9 @@ Property-tested against `skimage.measure.find_contours` (tests/gestures/test_con
 from __future__ import annotations
 
 import cv2
-import numba
 import numpy as np
+
+from dig_jax import _numba
 
 # Edge midpoints of the square whose top-left pixel is (r, c), in doubled coordinates
 # relative to (2r, 2c): top, left, right, bottom.
@@ -96,7 +97,7 @@ def longest_contour(image: np.ndarray) -> np.ndarray:
     return candidates[int(np.argmax([_arc_length(x) for x in candidates]))]
 
 
-@numba.njit(cache=True, nogil=True)
+@_numba.njit(cache=True, nogil=True)
 def _cycles(successor: np.ndarray):
     """Cycles of the permutation `successor` int64[N], numbered in order of their first (lowest)
     member: (count, cycle id int64[N], last (highest) member int64[count])."""
@@ -117,7 +118,7 @@ def _cycles(successor: np.ndarray):
     return count, cycle, last[:count]
 
 
-@numba.njit(cache=True, nogil=True)
+@_numba.njit(cache=True, nogil=True)
 def _walk(successor: np.ndarray, closing: int) -> np.ndarray:
     """int64[L + 1]: the cycle through `closing`, from it back to it."""
     length = 1

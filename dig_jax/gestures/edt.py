@@ -12,11 +12,12 @@ exact-mask L2 transform (one thread; `benchmarks/pipeline.py` measures the sampl
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from dig_jax import _numba
 
-@numba.njit(cache=True, nogil=True)
+
+@_numba.njit(cache=True, nogil=True)
 def _column_distances(marked: np.ndarray, cap: int) -> np.ndarray:
     """int32[H, W]: vertical distance (px) to the nearest marked pixel of the column, min cap."""
     height, width = marked.shape
@@ -32,7 +33,7 @@ def _column_distances(marked: np.ndarray, cap: int) -> np.ndarray:
     return g
 
 
-@numba.njit(cache=True, nogil=True)
+@_numba.njit(cache=True, nogil=True)
 def _row_squared(g_row, cap, out_row, f, v, zn, zd) -> None:
     """Fill `out_row` int64[W] with min over x' of (x - x')² + g(x')², min cap²; `f`, `v`,
     `zn`, `zd` are int64[W] scratch.
@@ -76,7 +77,7 @@ def _row_squared(g_row, cap, out_row, f, v, zn, zd) -> None:
         out_row[x] = min((x - p) * (x - p) + f[p], ceiling)
 
 
-@numba.njit(cache=True, nogil=True)
+@_numba.njit(cache=True, nogil=True)
 def _transform(marked: np.ndarray, cap: int, out: np.ndarray, table: np.ndarray) -> None:
     """Write min(d², cap²) into `out` [H, W], or table[min(d², cap²)] when `table` is
     non-empty (so a lookup needs no int map of the whole image)."""

@@ -1,0 +1,45 @@
+"""`njit`: numba's `njit`, applied on a kernel's first call.
+
+Importing numba (and LLVM with it) costs ~0.2 s and ~50 MiB of memory. The gesture and
+data modules hold numba kernels but are imported by everything that predicts, so the
+decorator below defers numba until a kernel first runs: a process that loads a segmenter and
+runs its network never imports it (`benchmarks/vs_torch.py` measures such processes).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+
+class _Lazy:
+    """A module-level kernel that becomes `numba.njit(**options)(fn)` on first call; the
+    compiled dispatcher then replaces it in its module, so kernels that call it see numba's."""
+
+    def __init__(self, fn: Callable, options: dict[str, Any]) -> None:
+        self.fn = fn
+        self.options = options
+        functools.update_wrapper(self, fn)
+
+    @functools.cached_property
+    def dispatcher(self) -> Any:
+        import numba
+
+        module_globals = self.fn.__globals__
+        for name in self.fn.__code__.co_names:  # kernels this one calls compile first
+            callee = module_globals.get(name)
+            if isinstance(callee, _Lazy):
+                module_globals[name] = callee.dispatcher
+        compiled = numba.njit(**self.options)(self.fn)
+        module_globals[self.fn.__name__] = compiled
+        return compiled
+
+    def __call__(self, *args: Any) -> Any:
+        return self.dispatcher(*args)
+
+
+def njit(**options: Any) -> Callable[[Callable], Callable]:
+    """Decorator: `numba.njit(**options)` for a module-level function, deferred to its first
+    call (or to the first call of a kernel that calls it)."""
+    return lambda fn: _Lazy(fn, options)
