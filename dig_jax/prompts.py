@@ -259,18 +259,10 @@ def crop_sample(sample: dict[str, Any], box: ZoomBox, size: int) -> dict[str, An
     out = dict(sample)
     prev = sample["prev_mask"] if bool(sample.get("has_prev", True)) else None
     out.update(crop_prompt(sample["image"], sample["gesture"], prev, box, size))
-    # Nearest-neighbour warps of several channels pick the same source pixels as one channel
-    # at a time: the label maps go through one warp of up to 4 channels (OpenCV's limit for
-    # a per-channel border value).
-    labels = [("target", VOID)] + [
-        (key, outside) for key, outside in (("region", 0), ("local", 0), ("void", 1))
-        if key in sample
-    ]  # fmt: skip
-    stacked = np.stack([np.asarray(sample[key], np.uint8) for key, _ in labels], axis=-1)
-    warped = warp(stacked, box, size, nearest=True, fill=[outside for _, outside in labels])
-    warped = warped.reshape(size, size, len(labels))
-    for k, (key, _) in enumerate(labels):
-        out[key] = np.ascontiguousarray(warped[..., k])
+    out["target"] = crop_labels(sample["target"], box, size, VOID)
+    for key, outside in (("region", 0), ("local", 0), ("void", 1)):
+        if key in sample:
+            out[key] = crop_labels(sample[key], box, size, outside)
     out["zoom_box"] = np.array([box.x0, box.y0, box.side], np.float32)
     return out
 
