@@ -39,7 +39,7 @@ def _grads(fn, x, kernel, cotangent):
     return jax.vjp(fn, x, kernel)[1](cotangent)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(
     batch=st.integers(1, SMALL_BATCH + 2), half_h=st.integers(1, 5), half_w=st.integers(1, 5),
     cin=st.integers(1, 4), cout=st.integers(1, 4), seed=st.integers(0, 2**16),
@@ -58,7 +58,7 @@ def test_stride2_gradients_equal_xla(batch, half_h, half_w, cin, cout, seed):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(
     batch=st.integers(1, SMALL_BATCH + 2), height=st.integers(1, 9), width=st.integers(1, 9),
     cin=st.integers(1, 4), cout=st.integers(1, 4), seed=st.integers(0, 2**16),
