@@ -39,23 +39,29 @@ def _grads(fn, x, kernel, cotangent):
     return jax.vjp(fn, x, kernel)[1](cotangent)
 
 
+def _assert_conv_matches(ours, reference, x_shape, cout, seed):
+    """Values and both gradients of `ours` equal `reference` on random f32 inputs."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=x_shape).astype(np.float32)
+    kernel = rng.normal(size=(3, 3, x_shape[-1], cout)).astype(np.float32)
+    want = reference(x, kernel)
+    np.testing.assert_allclose(ours(x, kernel), want, atol=1e-5)
+    cotangent = rng.normal(size=want.shape).astype(np.float32)
+    for got, expected in zip(
+        _grads(ours, x, kernel, cotangent), _grads(reference, x, kernel, cotangent), strict=True
+    ):  # fmt: skip
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
 @settings(max_examples=8, deadline=None)
 @given(
     batch=st.integers(1, SMALL_BATCH + 2), half_h=st.integers(1, 5), half_w=st.integers(1, 5),
     cin=st.integers(1, 4), cout=st.integers(1, 4), seed=st.integers(0, 2**16),
 )  # fmt: skip
 def test_stride2_gradients_equal_xla(batch, half_h, half_w, cin, cout, seed):
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(batch, 2 * half_h, 2 * half_w, cin)).astype(np.float32)
-    kernel = rng.normal(size=(3, 3, cin, cout)).astype(np.float32)
-    cotangent = rng.normal(size=(batch, half_h, half_w, cout)).astype(np.float32)
-    np.testing.assert_allclose(conv3x3_stride2(x, kernel), _lax_stride2(x, kernel), atol=1e-5)
-    for got, want in zip(
-        _grads(conv3x3_stride2, x, kernel, cotangent),
-        _grads(_lax_stride2, x, kernel, cotangent),
-        strict=True,
-    ):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    """Below and above `SMALL_BATCH` (space-to-depth kernel gradient on CPU, then XLA's)."""
+    shape = (batch, 2 * half_h, 2 * half_w, cin)
+    _assert_conv_matches(conv3x3_stride2, _lax_stride2, shape, cout, seed)
 
 
 @settings(max_examples=8, deadline=None)
@@ -65,16 +71,7 @@ def test_stride2_gradients_equal_xla(batch, half_h, half_w, cin, cout, seed):
 )  # fmt: skip
 def test_stride1_gradients_equal_xla(batch, height, width, cin, cout, seed):
     """Below and above `SMALL_BATCH` (padded kernel gradient on CPU, then XLA's), odd sizes."""
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(batch, height, width, cin)).astype(np.float32)
-    kernel = rng.normal(size=(3, 3, cin, cout)).astype(np.float32)
-    cotangent = rng.normal(size=(batch, height, width, cout)).astype(np.float32)
-    np.testing.assert_allclose(conv3x3(x, kernel), _lax_stride1(x, kernel), atol=1e-5)
-    for got, want in zip(
-        _grads(conv3x3, x, kernel, cotangent), _grads(_lax_stride1, x, kernel, cotangent),
-        strict=True,
-    ):  # fmt: skip
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    _assert_conv_matches(conv3x3, _lax_stride1, (batch, height, width, cin), cout, seed)
 
 
 @pytest.mark.parametrize("batch", [1, 2, 8])
