@@ -13,13 +13,13 @@ Measured on the 2-core CPU (`benchmarks/lowerings.py`):
   convolution with 4·C output channels (one per output phase) followed by depth-to-space.
 
 - **3x3 weight gradients at small batch on CPU** (batch <= `SMALL_BATCH`): XLA's CPU weight
-  gradient of a SAME convolution is a convolution whose feature axis is the batch, and with one
-  to four images it spends most of its time at the padded borders. For stride 1 the kernel
-  gradient is taken from a VALID convolution of the explicitly padded input (same sums, same
-  bits); for stride 2 from a 2x2 stride-1 convolution of the input's space-to-depth (the four
-  pixel phases as channels), whose taps are the 3x3 kernel's. At batch 2 this made the weight
-  gradients of HRNet-18s's stride-1 layers 1.4-2.4x and its stride-2 ones 1.1-2x faster; at
-  batch 8 XLA's own was as fast or faster, so it stays there (and on other backends).
+  gradient of a SAME convolution is a convolution whose feature axis is the batch; with one to
+  four images it ran 2-5x slower than torch's oneDNN. The same gradient taken from a VALID
+  convolution of the explicitly padded input (stride 1; the same sums, equal bits in the cases
+  checked) or from a 2x2 stride-1 convolution of the input's space-to-depth (stride 2; the four
+  pixel phases as channels, whose taps are the 3x3 kernel's; equal to float rounding) was
+  1.4-2.4x (stride 1) and 1.1-2x (stride 2) faster on HRNet-18s's layers at batch 2. At batch 8
+  XLA's own was as fast or faster, so it stays there (and on other backends).
 
 Every other configuration is `flax.linen.Conv` unchanged. The class is named `Conv` so Flax's
 automatic names (`Conv_0`, ...) and the parameter tree do not change.
