@@ -13,8 +13,8 @@ Measured on the 2-core CPU (`benchmarks/lowerings.py`):
   convolution with 4·C output channels (one per output phase) followed by depth-to-space.
 
 - **3x3 weight gradients at small batch on CPU** (batch <= `SMALL_BATCH`): XLA's CPU weight
-  gradient of a SAME convolution is a convolution whose feature axis is the batch; with one to
-  four images it ran 2-5x slower than torch's oneDNN. The same gradient taken from a VALID
+  gradient of a SAME convolution is a convolution whose feature axis is the batch; with two
+  images it ran 1.9-5.5x slower than torch's oneDNN. The same gradient taken from a VALID
   convolution of the explicitly padded input (stride 1; the same sums, equal bits in the cases
   checked) or from a 2x2 stride-1 convolution of the input's space-to-depth (stride 2; the four
   pixel phases as channels, whose taps are the 3x3 kernel's; equal to float rounding) was
