@@ -1,10 +1,13 @@
 """The models' CPU lowerings against what they replaced, measured in the same run.
 
     python benchmarks/lowerings.py [--iters 7] [--models hrnet18s,efficientnet_lite0] [--quick]
+                                   [--layers-only]
 
 Two tables, printing ms for the reference and the new lowering, and their ratio:
 1. layers: forward, and forward + both gradients, of the layer shapes where the lowerings differ
-   (1x1 at 64² with HRNet's stage-1 widths, HRNet's stride-2 stem and transition convolutions),
+   (1x1 at 64² with HRNet's stage-1 widths, HRNet's stride-2 stem and transition convolutions;
+   at batch 2, HRNet's 3x3 layers at 512² input, where `Conv` also takes the small-batch kernel
+   gradients, and one batch-8 3x3 stride-1 layer, where it does not),
    the backward with the train-step compiler options, the forward with XLA's defaults;
 2. whole models, three variants (`variant`): before (`flax.linen.Conv`, no fusion breaks, the
    forward with XLA's default options), with `dig_jax.models.convs.Conv` only, and now (plus
@@ -43,8 +46,18 @@ LAYERS = [
     (8, 128, 64, 64, 3, 2),
     (8, 64, 18, 36, 3, 2),
     (8, 32, 36, 72, 3, 2),
+    (8, 64, 18, 18, 3, 1),
+    # batch 2 (small-batch kernel gradients): HRNet-18s's layers at 512² input
+    (2, 512, 6, 64, 3, 2),
+    (2, 256, 64, 64, 3, 2),
+    (2, 128, 64, 64, 3, 1),
+    (2, 128, 256, 18, 3, 1),
+    (2, 128, 256, 36, 3, 2),
+    (2, 128, 18, 18, 3, 1),
+    (2, 64, 36, 36, 3, 1),
+    (2, 32, 72, 72, 3, 1),
 ]
-QUICK_LAYERS = [(2, 16, 8, 16, 1, 1), (2, 16, 8, 8, 3, 2)]
+QUICK_LAYERS = [(2, 16, 8, 16, 1, 1), (2, 16, 8, 8, 3, 2), (2, 16, 8, 8, 3, 1)]
 
 
 @contextlib.contextmanager
@@ -187,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iters", type=int, default=7)
     parser.add_argument("--models", default="hrnet18s,efficientnet_lite0")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--layers-only", action="store_true", help="the layer table alone")
     args = parser.parse_args(argv)
     jax.config.update("jax_platforms", "cpu")
     iters = 3 if args.quick else args.iters
@@ -196,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         cases = [("train b8 256", "train", 8, 256), ("forward b1 512", "forward", 1, 512)]
     print(f"jax {jax.__version__}, {jax.devices()[0].device_kind}, median of {iters}")
     print("\n".join(layer_rows(QUICK_LAYERS if args.quick else LAYERS, iters)))
+    if args.layers_only:
+        return 0
     print()
     print("\n".join(model_rows(args.models.split(","), cases, args.quick, iters)))
     return 0
