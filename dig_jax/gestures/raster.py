@@ -8,11 +8,11 @@ closed polyline (last point joined back to the first) for lassos and rectangles.
   (+1 px), which cannot change a pixel inside the image (its nearest gesture point within
   `radius` lies in that box), then split into pieces of at most `_PIECE` px, and the distance to
   every piece is evaluated on a fixed window of pixels around it. Far-away points cost nothing.
-- `rasterize` (numpy, the host path used everywhere): the same pieces, but each piece's capsule
-  meets each row in one x-interval computed in closed form (float64) and the interval's columns
-  are marked; pixel centres within 1e-4 px of an interval end get the reference's distance test,
-  so both return the same bytes (property-tested), 2.5-4x faster on strokes and lassos; a
-  click on a pixel centre is a precomputed disc stamp.
+- `rasterize` (the host path used everywhere; `rasterize_many` for several): each clipped
+  segment's capsule meets each row in one x-interval computed in closed form (float64) and the
+  interval's columns are marked; pixel centres within 1e-4 px of an interval end get the
+  reference's distance test against the same pieces, so both return the same bytes
+  (property-tested). The loop is one numba kernel (`dig_jax.gestures.capsules`).
 - `rasterize_batch` (jnp, jit/vmap): every segment's capsule meets each image row in one interval
   of x, computed in closed form; the intervals are merged per row with a difference array and a
   cumulative sum, so the cost is O(N * H + H * W) per gesture instead of O(N * H * W).
@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dig_jax.gestures.capsules import mark_gesture
 from dig_jax.gestures.edt import edt_lookup
 from dig_jax.gestures.types import BRUSH_RADIUS, Gesture, GestureKind
 
@@ -82,12 +83,6 @@ def clip_segments(
 
     Segments missing the box are dropped; end points already inside are kept bit for bit.
     """
-    start, stop, _ = _clip_kept(a, b, box)
-    return start, stop
-
-
-def _clip_kept(a, b, box) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`clip_segments` plus the bool[S] mask of the segments kept."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     d = b - a
     t0, t1 = np.zeros(len(a)), np.ones(len(a))
@@ -104,18 +99,11 @@ def _clip_kept(a, b, box) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     a, b, d, t0, t1 = a[keep], b[keep], d[keep], t0[keep, None], t1[keep, None]
     start = np.where(t0 == 0.0, a, a + t0 * d)
     stop = np.where(t1 == 1.0, b, a + t1 * d)
-    return start, stop, keep
+    return start, stop
 
 
 def _split_segments(a: np.ndarray, b: np.ndarray, piece: float) -> tuple[np.ndarray, np.ndarray]:
     """Split each segment into equal pieces no longer than `piece` (same union of capsules)."""
-    return _split_counted(a, b, piece)[:2]
-
-
-def _split_counted(
-    a: np.ndarray, b: np.ndarray, piece: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`_split_segments` plus the number of pieces of each segment (int64[S]), in order."""
     lengths = np.linalg.norm(b - a, axis=1)
     counts = np.maximum(1, np.ceil(lengths / piece).astype(np.int64))
     seg = np.repeat(np.arange(len(a)), counts)
@@ -124,7 +112,7 @@ def _split_counted(
     t0 = (k / counts[seg])[:, None]
     t1 = ((k + 1) / counts[seg])[:, None]
     d = b[seg] - a[seg]
-    return a[seg] + t0 * d, a[seg] + t1 * d, counts
+    return a[seg] + t0 * d, a[seg] + t1 * d
 
 
 def segment_distance_np(px: np.ndarray, py: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -141,14 +129,6 @@ def _clipped(a: np.ndarray, b: np.ndarray, h: int, w: int, radius: float):
     """Segments a -> b (`gesture_segments`) clipped to the image enlarged by the radius (+1 px),
     which cannot change a pixel inside the image: (A f64[S, 2], B f64[S, 2])."""
     return clip_segments(a, b, (-radius - 1.0, -radius - 1.0, w + radius, h + radius))
-
-
-def _ranges_to_flat(base: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
-    """base + [start, stop) of every row of the arrays, concatenated (int64; empty ranges skip)."""
-    counts = np.maximum(stop - start, 0)
-    total = int(counts.sum())
-    offsets = np.repeat(base + start - (np.cumsum(counts) - counts), counts)
-    return offsets + np.arange(total)
 
 
 # Interval ends are exact to ~1e-6 px (float64; the square root of a disc's edge amplifies
@@ -173,113 +153,18 @@ def rasterize(gesture: Gesture, shape: Sequence[int], radius: float = BRUSH_RADI
 def rasterize_many(
     gestures: Sequence[Gesture], shape: Sequence[int], radius: float = BRUSH_RADIUS
 ) -> np.ndarray:
-    """uint8[B, H, W]: `rasterize` of every gesture, byte for byte.
-
-    The segments of consecutive gestures are clipped, cut into row intervals and marked
-    together (each tagged with its gesture's image), up to `_SEGMENTS_PER_PASS` per vectorised
-    pass, so numpy's per-call cost is shared by many short gestures (rectangles: 3.6x faster
-    than one call each); long strokes cost what they cost one at a time.
-    """
+    """uint8[B, H, W]: `rasterize` of every gesture, byte for byte (one compiled pass each)."""
     h, w = _check_shape(shape)
     radius = _check_radius(radius)
     out = np.zeros((len(gestures), h, w), np.uint8)
-    if radius < _MIN_INTERVAL_RADIUS:
-        for i, gesture in enumerate(gestures):
-            out[i] = rasterize_reference(gesture, shape, radius)
-        return out
-    starts, stops, owners = [], [], []
-    pending = 0
     for i, gesture in enumerate(gestures):
-        _check_coords(gesture.points)
-        a, b = gesture_segments(gesture)
-        one_point = len(a) == 1 and np.array_equal(a, b)
-        if one_point and np.isfinite(a).all() and np.array_equal(a, np.round(a)):
-            _stamp_disc(out[i], int(a[0, 0]), int(a[0, 1]), radius)  # a click on a pixel
+        if radius < _MIN_INTERVAL_RADIUS:
+            out[i] = rasterize_reference(gesture, shape, radius)
             continue
-        starts.append(a)
-        stops.append(b)
-        owners.append(np.full(len(a), i, np.int64))
-        pending += len(a)
-        if pending >= _SEGMENTS_PER_PASS:
-            _mark_group(out, starts, stops, owners, radius)
-            starts, stops, owners, pending = [], [], [], 0
-    if starts:
-        _mark_group(out, starts, stops, owners, radius)
-    return out
-
-
-# Segments marked per vectorised pass: enough to amortise numpy's per-call cost over short
-# gestures, few enough that the pass's row intervals stay in cache (long strokes and lassos
-# were slower in one pass over a whole batch than one gesture at a time).
-_SEGMENTS_PER_PASS = 256
-
-
-def _mark_group(out: np.ndarray, starts, stops, owners, radius: float) -> None:
-    """Clip and mark the segments of a group of gestures into out (uint8[B, H, W])."""
-    h, w = out.shape[1:]
-    a, b, keep = _clip_kept(np.concatenate(starts), np.concatenate(stops),
-                            (-radius - 1.0, -radius - 1.0, w + radius, h + radius))  # fmt: skip
-    if len(a):
-        base = np.concatenate(owners)[keep] * (h * w)
-        _mark_capsules(out.reshape(-1), base, a, b, (h, w), radius)
-
-
-def _mark_capsules(
-    flat: np.ndarray, base: np.ndarray, a: np.ndarray, b: np.ndarray,
-    shape: tuple[int, int], radius: float,
-) -> None:  # fmt: skip
-    """Set to 1 the pixels of flat (uint8[B·H·W]) whose centres lie within `radius` of segment
-    a[i] -> b[i] (clipped, float64[S, 2]) in the image starting at flat index base[i]."""
-    h, w = shape
-    row0 = np.clip(np.ceil(np.minimum(a[:, 1], b[:, 1]) - radius), 0, h).astype(np.int64)
-    row1 = np.clip(np.floor(np.maximum(a[:, 1], b[:, 1]) + radius) + 1, 0, h).astype(np.int64)
-    seg = np.repeat(np.arange(len(a)), np.maximum(row1 - row0, 0))
-    rows = _ranges_to_flat(np.zeros(len(a), np.int64), row0, row1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lo, hi = _capsule_row_intervals(a[seg], b[seg], rows.astype(np.float64), radius, xp=np)
-    sure_start = np.clip(np.ceil(lo + _EDGE_EPS), 0, w).astype(np.int64)
-    sure_stop = np.clip(np.floor(hi - _EDGE_EPS) + 1, 0, w).astype(np.int64)
-    maybe_start = np.clip(np.ceil(lo - _EDGE_EPS), 0, w).astype(np.int64)
-    maybe_stop = np.clip(np.floor(hi + _EDGE_EPS) + 1, 0, w).astype(np.int64)
-    empty = sure_stop <= sure_start
-    sure_start = np.where(empty, maybe_stop, sure_start)
-    sure_stop = np.where(empty, maybe_stop, sure_stop)
-    row_base = base[seg] + rows * w
-    flat[_ranges_to_flat(row_base, sure_start, sure_stop)] = 1
-    # Columns in [maybe_start, sure_start) and [sure_stop, maybe_stop): the reference's test
-    # against the pieces of their segment.
-    starts = np.concatenate([maybe_start, sure_stop])
-    stops = np.concatenate([np.maximum(sure_start, maybe_start), np.maximum(maybe_stop, sure_stop)])
-    counts = np.maximum(stops - starts, 0)
-    if counts.any():
-        owner = np.repeat(np.concatenate([np.arange(len(rows))] * 2), counts)
-        cols = _ranges_to_flat(np.zeros(len(starts), np.int64), starts, stops)
-        pa, pb, per_segment = _split_counted(a, b, _PIECE)
-        first = np.cumsum(per_segment) - per_segment
-        s = seg[owner]
-        tests = np.repeat(np.arange(len(cols)), per_segment[s])
-        piece = _ranges_to_flat(np.zeros(len(cols), np.int64), first[s], first[s] + per_segment[s])
-        r, c = rows[owner][tests], cols[tests]
-        hit = segment_distance_np(c, r, pa[piece], pb[piece]) <= radius
-        flat[(row_base[owner][tests] + c)[hit]] = 1
-
-
-@functools.lru_cache(maxsize=8)
-def _disc_stamp(radius: float) -> np.ndarray:
-    """uint8[2R+1, 2R+1], R = floor(radius): the reference's test around an integer point."""
-    half = int(np.floor(radius))
-    d = np.arange(-half, half + 1, dtype=np.float64)
-    return (np.hypot(d[None, :], d[:, None]) <= radius).astype(np.uint8)
-
-
-def _stamp_disc(out: np.ndarray, x: int, y: int, radius: float) -> np.ndarray:
-    """`out` with the disc of `radius` around the pixel centre (x, y) marked (clipped)."""
-    stamp = _disc_stamp(radius)
-    half = stamp.shape[0] // 2
-    h, w = out.shape
-    r0, r1, c0, c1 = max(y - half, 0), min(y + half + 1, h), max(x - half, 0), min(x + half + 1, w)
-    if r0 < r1 and c0 < c1:
-        out[r0:r1, c0:c1] = stamp[r0 - y + half : r1 - y + half, c0 - x + half : c1 - x + half]
+        _check_coords(gesture.points)
+        click = gesture.kind == GestureKind.CLICK
+        points = np.asarray(gesture.points, np.float64)
+        mark_gesture(out[i], points, click, gesture.closed, radius, _PIECE, _EDGE_EPS)
     return out
 
 

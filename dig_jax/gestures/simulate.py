@@ -29,6 +29,7 @@ from scipy.interpolate import CubicSpline, make_interp_spline
 from dig_jax.gestures.contours import fill_holes, longest_contour
 from dig_jax.gestures.edt import squared_edt
 from dig_jax.gestures.encode import box_outline_points
+from dig_jax.gestures.scan import count_marked, nth_marked, tight_box
 from dig_jax.gestures.types import Context, Gesture, GestureKind
 
 SPACING = 2.0  # px between consecutive samples of an interpolated curve
@@ -123,54 +124,19 @@ def interpolate_curve(control: np.ndarray, closed: bool) -> np.ndarray:
     return spline(params)
 
 
-class _PixelIndex:
-    """The marked pixels of a bool mask in raster order, without listing them all.
-
-    `np.nonzero` writes every pixel's coordinates; here the marked pixels are counted per block
-    of `_SPAN` pixels (popcounts of 64-bit words), and the k-th marked pixel is found in its
-    block: `at(k)` equals `np.nonzero(mask)` indexed at k, several times faster on large regions.
-    """
-
-    _SPAN = 2048  # pixels per block (256 words of 8)
-
-    def __init__(self, mask: np.ndarray):
-        self.width = mask.shape[1]
-        self.flat = np.ascontiguousarray(mask).reshape(-1).view(np.uint8)
-        full = len(self.flat) // self._SPAN
-        words = self.flat[: full * self._SPAN].view(np.uint64).reshape(full, self._SPAN // 8)
-        sums = np.bitwise_count(words).sum(axis=1, dtype=np.int64)
-        rest = np.count_nonzero(self.flat[full * self._SPAN :])  # the last, partial block
-        self.cumulative = np.cumsum(np.append(sums, rest))
-        self.count = int(self.cumulative[-1])
-
-    def at(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, cols) int64 of the marked pixels number `k` (int array, 0 <= k < count)."""
-        k = np.asarray(k, np.int64).reshape(-1)
-        blocks = np.searchsorted(self.cumulative, k, side="right")
-        before = np.where(blocks > 0, self.cumulative[np.maximum(blocks - 1, 0)], 0)
-        span = self._SPAN
-        flat = np.array(
-            [b * span + np.flatnonzero(self.flat[b * span : (b + 1) * span])[r]
-             for b, r in zip(blocks.tolist(), (k - before).tolist(), strict=True)],
-            np.int64,
-        )  # fmt: skip
-        return flat // self.width, flat % self.width
-
-
 def click_points(region: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """One uniformly random pixel of the region, f32[1, 2] (x, y)."""
-    pixels = _PixelIndex(region)
-    i = rng.integers(pixels.count)
-    rows, cols = pixels.at(np.array([i]))
+    i = rng.integers(count_marked(region))
+    rows, cols = nth_marked(region, np.array([i]))
     return np.array([[cols[0], rows[0]]], np.float32)
 
 
 def scribble_control_points(region: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """4-6 control points f64[K, 2] drawn from the region's pixels, coordinates maybe sorted."""
-    pixels = _PixelIndex(region)
+    count = count_marked(region)
     k = int(rng.integers(SCRIBBLE_POINTS[0], SCRIBBLE_POINTS[1] + 1))
-    pick = rng.choice(pixels.count, size=k, replace=pixels.count < k)
-    rows, cols = pixels.at(pick)
+    pick = rng.choice(count, size=k, replace=count < k)
+    rows, cols = nth_marked(region, pick)
     xs, ys = cols.astype(np.float64), rows.astype(np.float64)
     if rng.random() < SORT_X_PROB:
         xs = np.sort(xs)
@@ -239,26 +205,18 @@ def lasso_control_points(
     return pts
 
 
-def _tight_box(region: np.ndarray) -> np.ndarray:
-    """`tight_box` of a validated bool region, f64[4] (x1, y1, x2, y2): the rows first, then the
-    columns of those rows only (a third of the passes of `tight_box`, which also validates)."""
-    rows = np.flatnonzero(region.any(axis=1))
-    top, bottom = rows[0], rows[-1] + 1
-    cols = np.flatnonzero(region[top:bottom].any(axis=0))
-    return np.array([cols[0], top, cols[-1] + 1, bottom], np.float64)
-
-
 def rectangle_box(region: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Perturbed tight box f32[4] (x1, y1, x2, y2), clipped to the image, at least 1 px each way."""
     h, w = region.shape
-    box = _tight_box(region)
+    box = tight_box(region)
     extent = np.array([box[2] - box[0], box[3] - box[1]] * 2)  # (w, h, w, h)
+    upper = np.array([w, h, w, h], np.float64)
     for _ in range(MAX_REDRAWS):
         v = rng.uniform(*RECT_SPREAD)
         g = rng.standard_normal(4)
-        moved = box + v * g * extent
-        moved = np.clip(moved, 0, [w, h, w, h])
-        if moved[2] - moved[0] >= 1 and moved[3] - moved[1] >= 1:
+        moved = np.minimum(np.maximum(box + v * g * extent, 0.0), upper)  # np.clip, cheaper
+        x1, y1, x2, y2 = moved.tolist()
+        if x2 - x1 >= 1 and y2 - y1 >= 1:
             return moved.astype(np.float32)
     return box.astype(np.float32)
 
@@ -282,7 +240,7 @@ def simulate_creation(
     if kind == GestureKind.RECTANGLE:
         return Gesture(kind, box_outline_points(rectangle_box(region, rng)), closed=True)
     loose = kind == GestureKind.LOOSE_LASSO
-    dilation = loose_dilation_radius(int(region.sum())) if loose else 0
+    dilation = loose_dilation_radius(count_marked(region)) if loose else 0
     control = lasso_control_points(region, LOOSE_JITTER if loose else TIGHT_JITTER, rng, dilation)
     curve = _clip_to_image(interpolate_curve(control, closed=True), region.shape)
     return Gesture(kind, curve, closed=True)

@@ -143,6 +143,23 @@ def test_interval_rasteriser_equals_the_window_reference_bytes(points, closed, g
     np.testing.assert_array_equal(out, rasterize_reference(g, (h, w), radius))
 
 
+far_points_st = st.tuples(st.floats(-1e6, 1e6, width=32), st.floats(-1e6, 1e6, width=32))
+near_points_st = st.tuples(st.floats(-8, 56, width=32), st.floats(-8, 56, width=32))
+
+
+@given(
+    st.lists(far_points_st, min_size=2, max_size=5),
+    st.lists(near_points_st, min_size=1, max_size=3),
+    st.booleans(),
+)
+def test_strokes_from_far_away_equal_the_reference_bytes(far, near, closed):
+    """Segments crossing the image from up to 1e6 px away: the compiled kernel clips them in
+    float64 exactly as the reference does (clipping in float32 moved the ends by ~0.01 px)."""
+    pts = np.asarray(far + near, np.float32)
+    g = Gesture(GestureKind.SCRIBBLE, pts, closed=closed)
+    np.testing.assert_array_equal(rasterize(g, SHAPE), rasterize_reference(g, SHAPE))
+
+
 @given(
     st.lists(
         st.tuples(points_st, st.booleans(), st.sampled_from(["float", "integral", "half"])),

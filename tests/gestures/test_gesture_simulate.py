@@ -276,19 +276,24 @@ def test_lasso_encloses_both_squares_touching_at_a_corner():
 
 
 @given(st.integers(0, 2**31 - 1), st.integers(1, 200), st.integers(1, 200), st.floats(0.0, 1.0))
-def test_pixel_index_matches_nonzero(seed, h, w, density):
-    """The popcount index finds the k-th marked pixel exactly as `np.nonzero` lists it (masks
-    up to 200x200 span many blocks of words, empty ones included at low density)."""
-    from dig_jax.gestures.simulate import _PixelIndex
+def test_nth_marked_matches_nonzero(seed, h, w, density):
+    """The word scan finds the k-th marked pixel exactly as `np.nonzero` lists it (masks up to
+    200x200, widths on and off word boundaries, empty ones included at low density), for
+    queries in any order and repeated."""
+    from dig_jax.gestures.scan import count_marked, nth_marked
 
-    mask = np.random.default_rng(seed).random((h, w)) < density
+    rng = np.random.default_rng(seed)
+    mask = rng.random((h, w)) < density
     rows, cols = np.nonzero(mask)
-    index = _PixelIndex(mask)
-    assert index.count == len(rows)
+    assert count_marked(mask) == len(rows)
     if len(rows):
-        got_rows, got_cols = index.at(np.arange(len(rows)))
+        got_rows, got_cols = nth_marked(mask, np.arange(len(rows)))
         np.testing.assert_array_equal(got_rows, rows)
         np.testing.assert_array_equal(got_cols, cols)
+        queries = rng.integers(0, len(rows), 7)  # unsorted, maybe repeated
+        got_rows, got_cols = nth_marked(mask, queries)
+        np.testing.assert_array_equal(got_rows, rows[queries])
+        np.testing.assert_array_equal(got_cols, cols[queries])
 
 
 @given(st.integers(0, 2**31 - 1), st.integers(1, 60), st.integers(1, 60), st.integers(6, 30))
@@ -330,10 +335,12 @@ def test_fill_holes_known_answer():
 
 @given(st.integers(0, 2**31 - 1), st.integers(1, 40), st.integers(1, 40))
 def test_fast_tight_box_is_metrics_tight_box(seed, h, w):
-    from dig_jax.gestures.simulate import _tight_box
+    from dig_jax.gestures.scan import tight_box as fast_tight_box
     from dig_jax.metrics import tight_box
 
     rng = np.random.default_rng(seed)
-    region = rng.random((h, w)) < rng.uniform(0.001, 0.3)
-    region[rng.integers(h), rng.integers(w)] = True
-    np.testing.assert_array_equal(_tight_box(region), tight_box(region.astype(np.uint8)))
+    wide = rng.random((h, w + 1)) < rng.uniform(0.001, 0.3)
+    wide[rng.integers(h), rng.integers(1, w + 1)] = True
+    # the region as a strided view (a crop), on and off word boundaries, and as a copy
+    for region in (wide[:, 1:], np.ascontiguousarray(wide[:, 1:])):
+        np.testing.assert_array_equal(fast_tight_box(region), tight_box(region.astype(np.uint8)))

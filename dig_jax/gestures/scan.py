@@ -1,0 +1,132 @@
+"""Scans of bool masks that gesture simulation needs: the k-th marked pixel, the tight box.
+
+Both read the mask as 64-bit words (eight pixels at a time; a bool byte is 0 or 1, so a word's
+marked pixels are the sum of its bytes, `(word * 0x0101...01) >> 56`) in numba kernels, and
+return what numpy would (`np.flatnonzero(mask)[k]`, `metrics.tight_box`) in one pass or less
+over the mask instead of numpy's several: the bulk of a click's or a rectangle's simulation
+time at 512² (`benchmarks/gestures.py`). Words are read little-endian (x86, ARM).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dig_jax import _numba
+
+_ONES = np.uint64(0x0101010101010101)
+
+
+def _words(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(uint64 words of the bytes of a bool mask in raster order, uint8 tail of under 8 bytes)."""
+    flat = np.ascontiguousarray(mask).reshape(-1).view(np.uint8)
+    full = len(flat) // 8 * 8
+    return flat[:full].view(np.uint64), flat[full:]
+
+
+_LOW_BYTES = np.uint64(0x00FF00FF00FF00FF)
+_CHUNK = 255  # words summed lane-wise before a byte lane (at most 1 per word) could overflow
+
+
+@_numba.njit(cache=True, nogil=True)
+def _chunk_count(words, start, stop) -> int:
+    """Marked pixels in words[start:stop] (stop - start <= _CHUNK): the words are added as
+    eight byte lanes, then the lanes are summed."""
+    acc = np.uint64(0)
+    for i in range(start, stop):
+        acc += words[i]
+    pairs = (acc & _LOW_BYTES) + ((acc >> np.uint64(8)) & _LOW_BYTES)
+    return int((pairs * np.uint64(0x0001000100010001)) >> np.uint64(48))
+
+
+@_numba.njit(cache=True, nogil=True)
+def _nth(words, tail, queries) -> np.ndarray:
+    """Flat indices int64[Q] of the marked pixels number `queries` (int64[Q], each < count):
+    whole chunks of words are skipped on their lane sums, the chunk holding a query is walked
+    word by word."""
+    order = np.argsort(queries, kind="mergesort")
+    nq = order.shape[0]
+    out = np.empty(nq, np.int64)
+    q, seen = 0, 0
+    n_words = words.shape[0]
+    for start in range(0, n_words, _CHUNK):
+        if q == nq:
+            return out
+        stop = min(start + _CHUNK, n_words)
+        in_chunk = _chunk_count(words, start, stop)
+        if queries[order[q]] >= seen + in_chunk:
+            seen += in_chunk
+            continue
+        for i in range(start, stop):
+            word = words[i]
+            in_word = int((word * _ONES) >> np.uint64(56))
+            while q < nq and queries[order[q]] < seen + in_word:
+                rank = queries[order[q]] - seen  # the rank-th marked byte of this word
+                for b in range(8):
+                    if (word >> np.uint64(8 * b)) & np.uint64(1):
+                        if rank == 0:
+                            out[order[q]] = 8 * i + b
+                            break
+                        rank -= 1
+                q += 1
+            seen += in_word
+    for t in range(tail.shape[0]):
+        if tail[t]:
+            while q < nq and queries[order[q]] == seen:
+                out[order[q]] = 8 * n_words + t
+                q += 1
+            seen += 1
+    return out
+
+
+def count_marked(mask: np.ndarray) -> int:
+    """Number of marked pixels of a bool mask [H, W]."""
+    return int(np.count_nonzero(mask))
+
+
+def nth_marked(mask: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, cols) int64[Q] of the marked pixels number `queries` in raster order:
+    `np.nonzero(mask)` indexed at `queries` (int array, each in [0, count))."""
+    queries = np.asarray(queries, np.int64).reshape(-1)
+    flat = _nth(*_words(mask), queries)
+    width = mask.shape[1]
+    return flat // width, flat % width
+
+
+@_numba.njit(cache=True, nogil=True)
+def _box_of_words(words) -> tuple[int, int, int, int]:
+    """(first row, last row, first word column, last word column) over words uint64[H, W/8]
+    holding marks, and the OR of the marked rows' words; rows -1 when nothing is marked."""
+    h, n = words.shape
+    top, bottom = -1, -1
+    acc = np.zeros(n, np.uint64)
+    for r in range(h):
+        any_word = np.uint64(0)
+        for j in range(n):
+            any_word |= words[r, j]
+        if any_word:
+            if top < 0:
+                top = r
+            bottom = r
+            for j in range(n):
+                acc[j] |= words[r, j]
+    first, last = -1, -1
+    for j in range(n * 8):
+        if (acc[j // 8] >> np.uint64(8 * (j % 8))) & np.uint64(0xFF):
+            if first < 0:
+                first = j
+            last = j
+    return top, bottom, first, last
+
+
+def tight_box(mask: np.ndarray) -> np.ndarray:
+    """f64[4] (x1, y1, x2, y2) = (cmin, rmin, cmax + 1, rmax + 1) of a validated, non-empty
+    bool mask [H, W]; little-endian words (x86, ARM), any width."""
+    h, w = mask.shape
+    if w % 8:  # rows do not fall on word boundaries: rows first, then their columns (numpy)
+        rows = np.flatnonzero(mask.any(axis=1))
+        top, bottom = rows[0], rows[-1] + 1
+        cols = np.flatnonzero(mask[top:bottom].any(axis=0))
+        return np.array([cols[0], top, cols[-1] + 1, bottom], np.float64)
+    words = np.ascontiguousarray(mask).view(np.uint8).view(np.uint64).reshape(h, w // 8)
+    top, bottom, first, last = _box_of_words(words)
+    return np.array([first, top, last + 1, bottom + 1], np.float64)
