@@ -4,8 +4,9 @@
 `longest_contour(image)` equals `max(find_contours(image, 0.5, fully_connected="high"),
 key=arc length)` (the first of equal lengths, in `find_contours`' order) for a {0, 1} image with
 a zero border, where every contour is closed. `find_contours` assembles its marching-squares
-segments one by one in Python; here the segments come from one table lookup per square and
-the contours are the cycles of the segment successor map:
+segments one by one in Python; here one compiled pass emits them (one table lookup per
+square), each segment's successor is the segment of the square across the edge it ends on
+that starts there, and the contours are the cycles of that successor map:
 
 - segments are emitted square by square in raster order, as `_get_contour_segments` does (the
   table below was read off it for all 16 squares at level 0.5 with high values 8-connected);
@@ -20,7 +21,6 @@ Property-tested against `skimage.measure.find_contours` (tests/gestures/test_con
 
 from __future__ import annotations
 
-import cv2
 import numpy as np
 
 from dig_jax import _numba
@@ -62,23 +62,9 @@ def longest_contour(image: np.ndarray) -> np.ndarray:
         raise ValueError("image: expected values in {0, 1}")
     if m[0].any() or m[-1].any() or m[:, 0].any() or m[:, -1].any():
         raise ValueError("image: border pixels must be 0 (every contour closed)")
-    w = m.shape[1]
-    case = (m[:-1, :-1] << 3) | (m[:-1, 1:] << 2) | (m[1:, :-1] << 1) | m[1:, 1:]
-    square = np.flatnonzero((case != 0) & (case != 15))
-    if square.size == 0:
+    from_r, from_c, to_r, to_c, successor = _segments(np.ascontiguousarray(m), _COUNT, _FROM, _TO)
+    if len(successor) == 0:
         raise ValueError("image: no marked pixel, so no contour")
-    kinds = case.reshape(-1)[square]
-    per_square = _COUNT[kinds]
-    square, kinds = np.repeat(square, per_square), np.repeat(kinds, per_square)
-    k = np.arange(len(square)) - np.repeat(np.cumsum(per_square) - per_square, per_square)
-    r, c = (square // (w - 1)) * 2, (square % (w - 1)) * 2
-    from_r, from_c = r + _FROM[kinds, k, 0], c + _FROM[kinds, k, 1]
-    to_r, to_c = r + _TO[kinds, k, 0], c + _TO[kinds, k, 1]
-    # Segment s is the s-th emitted; its successor starts where it ends.
-    width = 2 * w + 1
-    from_key = from_r * width + from_c
-    by_start = np.argsort(from_key)
-    successor = by_start[np.searchsorted(from_key, to_r * width + to_c, sorter=by_start)]
     count, cycle, last = _cycles(successor)
     straight = np.bincount(cycle, weights=(from_r == to_r) | (from_c == to_c), minlength=count)
     diagonal = np.bincount(cycle, minlength=count) - straight
@@ -95,6 +81,50 @@ def longest_contour(image: np.ndarray) -> np.ndarray:
         return trace(int(tied[0]))
     candidates = [trace(int(t)) for t in tied]
     return candidates[int(np.argmax([_arc_length(x) for x in candidates]))]
+
+
+@_numba.njit(cache=True, nogil=True)
+def _segments(m, counts, starts, ends):
+    """The marching-squares segments of m (uint8 {0, 1} [H, W], zero border) in emission order,
+    and each one's successor (the segment starting where it ends, in the square across that
+    edge): (from row, from col, to row, to col, successor), int64[S] each, in doubled
+    coordinates. `counts`, `starts`, `ends` are the tables `_COUNT`, `_FROM`, `_TO`."""
+    h, w = m.shape
+    capacity = 2 * (h - 1) * (w - 1)  # np.empty: only the pages used are touched
+    from_r, from_c = np.empty(capacity, np.int64), np.empty(capacity, np.int64)
+    to_r, to_c = np.empty(capacity, np.int64), np.empty(capacity, np.int64)
+    first = np.empty((h - 1) * (w - 1), np.int64)  # first segment of each square that has one
+    n = 0
+    for r in range(h - 1):
+        up, down = m[r], m[r + 1]
+        for c in range(w - 1):
+            case = (up[c] << 3) | (up[c + 1] << 2) | (down[c] << 1) | down[c + 1]
+            if case == 0 or case == 15:
+                continue
+            first[r * (w - 1) + c] = n
+            for k in range(counts[case]):
+                from_r[n], from_c[n] = 2 * r + starts[case, k, 0], 2 * c + starts[case, k, 1]
+                to_r[n], to_c[n] = 2 * r + ends[case, k, 0], 2 * c + ends[case, k, 1]
+                n += 1
+    successor = np.empty(n, np.int64)
+    for s in range(n):
+        nxt = first[_square_across(to_r[s], to_c[s], from_r[s], from_c[s], w)]
+        if from_r[nxt] != to_r[s] or from_c[nxt] != to_c[s]:
+            nxt += 1  # the square's second segment (a saddle)
+        successor[s] = nxt
+    return from_r[:n], from_c[:n], to_r[:n], to_c[:n], successor
+
+
+@_numba.njit(cache=True, nogil=True)
+def _square_across(tr, tc, fr, fc, w):
+    """Index of the square beyond the edge midpoint (tr, tc) that a segment starting at (fr,
+    fc) ends on (doubled coordinates; the segment's own square holds both points)."""
+    r, c = min(fr, tr) // 2, min(fc, tc) // 2  # own square's top-left pixel, from either point
+    if tr % 2 == 0:  # on a horizontal edge: its top (row 2r) or its bottom (row 2r + 2)
+        r = r - 1 if tr == 2 * r else r + 1
+    else:  # on a vertical edge: its left (col 2c) or its right (col 2c + 2)
+        c = c - 1 if tc == 2 * c else c + 1
+    return r * (w - 1) + c
 
 
 @_numba.njit(cache=True, nogil=True)
@@ -137,12 +167,82 @@ def _walk(successor: np.ndarray, closing: int) -> np.ndarray:
 
 
 def fill_holes(mask: np.ndarray) -> np.ndarray:
-    """`ndimage.binary_fill_holes(mask)` (its default cross structure) through OpenCV's
-    labelling: the mask plus every unmarked pixel that no 4-connected path of unmarked pixels
-    joins to the image border. bool or {0, 1} [H, W] in, bool[H, W] out."""
+    """`ndimage.binary_fill_holes(mask)` (its default cross structure): the mask plus every
+    unmarked pixel that no 4-connected path of unmarked pixels joins to the image border.
+    bool or {0, 1} [H, W] in, bool[H, W] out."""
+    return np.ascontiguousarray(filled_padded(mask)[1:-1, 1:-1]).view(bool)
+
+
+def filled_padded(mask: np.ndarray) -> np.ndarray:
+    """uint8[H + 2, W + 2]: `fill_holes(mask)` as {0, 1} inside a border of zeros (the input
+    `longest_contour` takes), from one scanline flood fill of the unmarked pixels joined to
+    the border."""
     mask = np.asarray(mask)
     if mask.ndim != 2:
         raise ValueError(f"mask: expected a 2-D array, got shape {mask.shape}")
-    outside = np.pad(~(mask > 0), 1, constant_values=True).astype(np.uint8)
-    _, labels = cv2.connectedComponents(outside, connectivity=4)
-    return labels[1:-1, 1:-1] != labels[0, 0]
+    marked = np.ascontiguousarray(mask if mask.dtype == bool else mask > 0).view(np.uint8)
+    return _fill_from_border(marked)
+
+
+@_numba.njit(cache=True, nogil=True)
+def _fill_from_border(marked):
+    """{0, 1} [H + 2, W + 2], zero border: 0 on the unmarked pixels of `marked` (uint8 {0, 1}
+    [H, W]) that a 4-connected path of unmarked pixels joins to the border, 1 elsewhere.
+
+    The unmarked pixels are cut into row runs; runs of consecutive rows that share a column
+    are joined (union-find), and the components holding a run on the image's edge are the
+    outside. One pass over the pixels, then work per run, not per pixel."""
+    h, w = marked.shape
+    starts = np.empty(h * ((w + 1) // 2) + 1, np.int64)  # at most ceil(w / 2) runs per row
+    stops = np.empty_like(starts)
+    row_first = np.empty(h + 1, np.int64)
+    n = 0
+    for r in range(h):
+        row_first[r] = n
+        row = marked[r]
+        c = 0
+        while c < w:
+            if row[c]:
+                c += 1
+                continue
+            starts[n] = c
+            while c < w and not row[c]:
+                c += 1
+            stops[n] = c
+            n += 1
+    row_first[h] = n
+    parent = np.arange(n)
+    for r in range(h - 1):  # join overlapping runs of rows r and r + 1 (two pointers)
+        i, j = row_first[r], row_first[r + 1]
+        while i < row_first[r + 1] and j < row_first[r + 2]:
+            if starts[i] < stops[j] and starts[j] < stops[i]:
+                a, b = _root(parent, i), _root(parent, j)
+                parent[max(a, b)] = min(a, b)
+            if stops[i] < stops[j]:
+                i += 1
+            else:
+                j += 1
+    outside = np.zeros(n, np.bool_)
+    for r in range(h):
+        for k in range(row_first[r], row_first[r + 1]):
+            if r == 0 or r == h - 1 or starts[k] == 0 or stops[k] == w:
+                outside[_root(parent, k)] = True
+    out = np.ones((h + 2, w + 2), np.uint8)
+    out[0, :] = 0
+    out[h + 1, :] = 0
+    out[:, 0] = 0
+    out[:, w + 1] = 0
+    for r in range(h):
+        for k in range(row_first[r], row_first[r + 1]):
+            if outside[_root(parent, k)]:
+                out[r + 1, starts[k] + 1 : stops[k] + 1] = 0
+    return out
+
+
+@_numba.njit(cache=True, nogil=True)
+def _root(parent, k):
+    """Root of k's tree, halving the path on the way."""
+    while parent[k] != k:
+        parent[k] = parent[parent[k]]
+        k = parent[k]
+    return k

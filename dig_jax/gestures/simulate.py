@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.interpolate import CubicSpline, make_interp_spline
 
-from dig_jax.gestures.contours import fill_holes, longest_contour
+from dig_jax.gestures.contours import filled_padded, longest_contour
 from dig_jax.gestures.edt import squared_edt
 from dig_jax.gestures.encode import box_outline_points
 from dig_jax.gestures.scan import count_marked, nth_marked, tight_box
@@ -166,14 +166,16 @@ def region_outline(region: np.ndarray, dilation: int = 0) -> np.ndarray:
     one outline around both.
     """
     h, w = region.shape
-    rows, cols = np.flatnonzero(region.any(axis=1)), np.flatnonzero(region.any(axis=0))
+    x1, y1, x2, y2 = (int(v) for v in tight_box(region))
     margin = dilation + 1
-    r0, r1 = max(rows[0] - margin, 0), min(rows[-1] + margin + 1, h)
-    c0, c1 = max(cols[0] - margin, 0), min(cols[-1] + margin + 1, w)
-    crop = fill_holes(region[r0:r1, c0:c1])
+    r0, r1 = max(y1 - margin, 0), min(y2 + margin, h)
+    c0, c1 = max(x1 - margin, 0), min(x2 + margin, w)
+    padded = filled_padded(region[r0:r1, c0:c1])  # holes filled, zero border
     if dilation > 0:
-        crop = _within(crop, dilation)
-    contour = longest_contour(np.pad(crop, 1))  # (row, col) in padded-crop coordinates
+        padded = _within(padded, dilation).view(np.uint8)
+        padded[[0, -1]] = 0  # the border stays unmarked, as padding after the dilation
+        padded[:, [0, -1]] = 0
+    contour = longest_contour(padded)  # (row, col) in padded-crop coordinates
     return np.stack([contour[:, 1] - 1 + c0, contour[:, 0] - 1 + r0], axis=-1)
 
 
