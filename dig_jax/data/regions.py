@@ -14,6 +14,7 @@ import functools
 import cv2
 import numpy as np
 
+from dig_jax.gestures.scan import tight_box
 from dig_jax.metrics import VOID
 
 MIN_AREA = 300  # px, regions and parts smaller than this are dropped
@@ -62,10 +63,10 @@ class _Labelled:
 
 def _label(mask: np.ndarray, min_area: int) -> _Labelled | None:
     """Components of a bool mask with >= `min_area` px; None for an empty mask."""
-    rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
-    if rows.size == 0:
+    x1, y1, x2, y2 = (int(v) for v in tight_box(mask))
+    if x1 < 0:
         return None
-    box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
+    box = (slice(y1, y2), slice(x1, x2))
     crop = np.ascontiguousarray(mask[box]).view(np.uint8)
     n, labels, stats, _ = cv2.connectedComponentsWithStats(crop, connectivity=8)
     big = [i for i in range(1, n) if stats[i, cv2.CC_STAT_AREA] >= min_area]
@@ -111,10 +112,14 @@ def extract_regions(
             raise ValueError(f"void: shape {valid.shape} differs from masks {instances.shape[1:]}")
     regions = []
     for iid, inst in zip(ids, instances, strict=True):
-        marked = inst > 0
-        area = np.count_nonzero(marked if valid is None else marked & valid)
-        if area < min_area:
-            continue
+        if valid is None and inst.dtype in (np.uint8, np.bool_):  # nonzero == (inst > 0):
+            if np.count_nonzero(inst) < min_area:  # no bool copy of the instances dropped
+                continue
+            marked = inst > 0
+        else:
+            marked = inst > 0
+            if np.count_nonzero(marked if valid is None else marked & valid) < min_area:
+                continue
         labelled = _label(marked, min_area)
         if labelled is not None and labelled.keep:
             regions.append(Region(int(iid), marked.view(np.uint8), labelled))

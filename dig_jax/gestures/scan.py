@@ -118,15 +118,40 @@ def _box_of_words(words) -> tuple[int, int, int, int]:
     return top, bottom, first, last
 
 
+@_numba.njit(cache=True, nogil=True)
+def _box_of_bytes(marked) -> tuple[int, int, int, int]:
+    """`_box_of_words` for a uint8 {0, 1} [H, W] of any width: byte ORs (vectorised)."""
+    h, w = marked.shape
+    top, bottom = -1, -1
+    acc = np.zeros(w, np.uint8)
+    for r in range(h):
+        row = marked[r]
+        any_byte = np.uint8(0)
+        for c in range(w):
+            any_byte |= row[c]
+        if any_byte:
+            if top < 0:
+                top = r
+            bottom = r
+            for c in range(w):
+                acc[c] |= row[c]
+    first, last = -1, -1
+    for c in range(w):
+        if acc[c]:
+            if first < 0:
+                first = c
+            last = c
+    return top, bottom, first, last
+
+
 def tight_box(mask: np.ndarray) -> np.ndarray:
-    """f64[4] (x1, y1, x2, y2) = (cmin, rmin, cmax + 1, rmax + 1) of a validated, non-empty
-    bool mask [H, W]; little-endian words (x86, ARM), any width."""
+    """f64[4] (x1, y1, x2, y2) = (cmin, rmin, cmax + 1, rmax + 1) of a bool or uint8 {0, 1}
+    mask [H, W] ((-1, -1, 0, 0) when it is empty); eight pixels at a time when rows fall on
+    word boundaries (W % 8 == 0)."""
     h, w = mask.shape
-    if w % 8:  # rows do not fall on word boundaries: rows first, then their columns (numpy)
-        rows = np.flatnonzero(mask.any(axis=1))
-        top, bottom = rows[0], rows[-1] + 1
-        cols = np.flatnonzero(mask[top:bottom].any(axis=0))
-        return np.array([cols[0], top, cols[-1] + 1, bottom], np.float64)
-    words = np.ascontiguousarray(mask).view(np.uint8).view(np.uint64).reshape(h, w // 8)
-    top, bottom, first, last = _box_of_words(words)
+    marked = np.ascontiguousarray(mask).view(np.uint8)
+    if w % 8:
+        top, bottom, first, last = _box_of_bytes(marked)
+    else:
+        top, bottom, first, last = _box_of_words(marked.view(np.uint64).reshape(h, w // 8))
     return np.array([first, top, last + 1, bottom + 1], np.float64)
