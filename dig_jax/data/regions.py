@@ -11,9 +11,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-import cv2
 import numpy as np
 
+from dig_jax import _numba
+from dig_jax.gestures.contours import union_root
 from dig_jax.gestures.scan import tight_box
 from dig_jax.metrics import VOID
 
@@ -47,17 +48,22 @@ class Region:
 
 @dataclasses.dataclass(frozen=True)
 class _Labelled:
-    """8-connected component labels of a mask inside its bounding box `box`, and the labels
-    kept (area >= min_area, in raster order of their first pixel)."""
+    """8-connected components of a mask inside its bounding box `box`, as row runs (rows,
+    starts, stops int64[R] in the box, each run's component `labels` int64[R], components
+    numbered in raster order of their first pixel), and the components kept (area >=
+    min_area, in that order)."""
 
     box: tuple[slice, slice]
+    rows: np.ndarray
+    starts: np.ndarray
+    stops: np.ndarray
     labels: np.ndarray
     keep: tuple[int, ...]
 
     def stack(self, shape: tuple[int, int]) -> np.ndarray:
         out = np.zeros((len(self.keep), *shape), np.uint8)
         for k, i in enumerate(self.keep):
-            out[k][self.box] = self.labels == i
+            _paint_runs(out[k][self.box], self.rows, self.starts, self.stops, self.labels, i)
         return out
 
 
@@ -68,13 +74,70 @@ def _label(mask: np.ndarray, min_area: int) -> _Labelled | None:
         return None
     box = (slice(y1, y2), slice(x1, x2))
     crop = np.ascontiguousarray(mask[box]).view(np.uint8)
-    n, labels, stats, _ = cv2.connectedComponentsWithStats(crop, connectivity=8)
-    big = [i for i in range(1, n) if stats[i, cv2.CC_STAT_AREA] >= min_area]
-    # OpenCV's numbering is its own: order the kept components by their first pixel in raster
-    # order (the order scikit-image's `label` gives), found in the component's top row.
-    tops = stats[:, cv2.CC_STAT_TOP]
-    first = {i: (tops[i], int(np.argmax(labels[tops[i]] == i))) for i in big}
-    return _Labelled(box, labels, tuple(sorted(big, key=first.__getitem__)))
+    rows, starts, stops, labels, areas = _label_runs(crop)
+    keep = tuple(int(i) for i in np.flatnonzero(areas >= min_area))
+    return _Labelled(box, rows, starts, stops, labels, keep)
+
+
+@_numba.njit(cache=True, nogil=True)
+def _label_runs(marked):
+    """8-connected components of uint8 {0, 1} [H, W] (what OpenCV's and scikit-image's
+    labelling find): the marked row runs (rows, starts, stops), each run's component
+    (numbered by first pixel in raster order) and the components' areas (px).
+
+    Runs of consecutive rows that touch (columns within one of each other) are joined by
+    union-find; one pass over the pixels, then work per run."""
+    h, w = marked.shape
+    capacity = h * ((w + 1) // 2) + 1  # at most ceil(w / 2) runs per row
+    rows = np.empty(capacity, np.int64)
+    starts, stops = np.empty(capacity, np.int64), np.empty(capacity, np.int64)
+    row_first = np.empty(h + 1, np.int64)
+    n = 0
+    for r in range(h):
+        row_first[r] = n
+        row = marked[r]
+        c = 0
+        while c < w:
+            if not row[c]:
+                c += 1
+                continue
+            rows[n], starts[n] = r, c
+            while c < w and row[c]:
+                c += 1
+            stops[n] = c
+            n += 1
+    row_first[h] = n
+    parent = np.arange(n)
+    for r in range(h - 1):  # join touching runs of rows r and r + 1 (two pointers)
+        i, j = row_first[r], row_first[r + 1]
+        while i < row_first[r + 1] and j < row_first[r + 2]:
+            if starts[i] <= stops[j] and starts[j] <= stops[i]:  # 8-connected
+                a, b = union_root(parent, i), union_root(parent, j)
+                parent[max(a, b)] = min(a, b)
+            if stops[i] < stops[j]:
+                i += 1
+            else:
+                j += 1
+    labels = np.empty(n, np.int64)
+    number = np.full(n, -1, np.int64)  # component number of each root
+    areas = np.zeros(n, np.int64)
+    count = 0
+    for k in range(n):  # runs in raster order: a root's first run holds its first pixel
+        root = union_root(parent, k)
+        if number[root] < 0:
+            number[root] = count
+            count += 1
+        labels[k] = number[root]
+        areas[labels[k]] += stops[k] - starts[k]
+    return rows[:n], starts[:n], stops[:n], labels, areas[:count]
+
+
+@_numba.njit(cache=True, nogil=True)
+def _paint_runs(out, rows, starts, stops, labels, which) -> None:
+    """Set to 1 the pixels of out ([H, W] view) covered by the runs of component `which`."""
+    for k in range(rows.shape[0]):
+        if labels[k] == which:
+            out[rows[k], starts[k] : stops[k]] = 1
 
 
 def components(mask: np.ndarray, min_area: int = 0) -> np.ndarray:

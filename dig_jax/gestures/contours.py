@@ -216,7 +216,7 @@ def _fill_from_border(marked):
         i, j = row_first[r], row_first[r + 1]
         while i < row_first[r + 1] and j < row_first[r + 2]:
             if starts[i] < stops[j] and starts[j] < stops[i]:
-                a, b = _root(parent, i), _root(parent, j)
+                a, b = union_root(parent, i), union_root(parent, j)
                 parent[max(a, b)] = min(a, b)
             if stops[i] < stops[j]:
                 i += 1
@@ -226,7 +226,7 @@ def _fill_from_border(marked):
     for r in range(h):
         for k in range(row_first[r], row_first[r + 1]):
             if r == 0 or r == h - 1 or starts[k] == 0 or stops[k] == w:
-                outside[_root(parent, k)] = True
+                outside[union_root(parent, k)] = True
     out = np.ones((h + 2, w + 2), np.uint8)
     out[0, :] = 0
     out[h + 1, :] = 0
@@ -234,14 +234,15 @@ def _fill_from_border(marked):
     out[:, w + 1] = 0
     for r in range(h):
         for k in range(row_first[r], row_first[r + 1]):
-            if outside[_root(parent, k)]:
+            if outside[union_root(parent, k)]:
                 out[r + 1, starts[k] + 1 : stops[k] + 1] = 0
     return out
 
 
 @_numba.njit(cache=True, nogil=True)
-def _root(parent, k):
-    """Root of k's tree, halving the path on the way."""
+def union_root(parent: np.ndarray, k: int) -> int:
+    """Root of k's tree in the union-find forest `parent` (int64[N]), halving the path on the
+    way (shared by the hole filling here and `dig_jax.data.regions`' labelling)."""
     while parent[k] != k:
         parent[k] = parent[parent[k]]
         k = parent[k]

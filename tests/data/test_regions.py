@@ -127,7 +127,8 @@ def test_void_pixels_do_not_count_towards_the_minimum_area():
     st.integers(0, 12),
 )
 def test_components_match_scikit_image_labels_in_order(seed, h, w, density, min_area):
-    """OpenCV labels the components (speed); the parts and their order are scikit-image's."""
+    """Row runs joined by union-find label the components (speed); the parts and their order
+    are scikit-image's."""
     from skimage.measure import label
 
     mask = np.random.default_rng(seed).random((h, w)) < density
