@@ -1,7 +1,8 @@
 """Gesture simulation + rasterisation at 512x512, numpy path vs batched jnp path, per kind.
 
-numpy path: `simulate_creation` + `rasterize`, one gesture at a time; its batch form: the same
-simulations, then `rasterize_many` on all of them at once (same bytes).
+numpy path: `simulate_creation` + `rasterize` (one compiled numba pass per gesture), one gesture
+at a time, medians of several passes; its batch form: the same simulations, then
+`rasterize_many` on all of them at once (same bytes; one [B, H, W] allocation).
 jnp path: the same simulation (numpy), then `rasterize_batch` on a padded batch of 256 (jitted,
 timed after a warm-up call). Both are printed in ms per gesture next to the DIG authors' CPU
 figures (click 4 ms, scribble 9, loose lasso 35, tight lasso 23, rectangle 4) with the ratio
@@ -72,26 +73,34 @@ def simulate(kind: GestureKind, masks, n: int, rng) -> tuple[list, float]:
     return gestures, (time.perf_counter() - start) / n * 1e3
 
 
-def time_numpy(kind: GestureKind, masks, n: int, rng) -> tuple[float, float, float, float]:
-    """(simulation, rasterisation, reference rasterisation, `rasterize_many`) ms per gesture.
+def time_numpy(
+    kind: GestureKind, masks, n: int, rng, repeats: int
+) -> tuple[float, float, float, float]:
+    """(simulation, rasterisation, reference rasterisation, `rasterize_many`) ms per gesture,
+    each the median over `repeats` passes of n gestures (fresh draws for every pass; the
+    reference, ~30x slower, once).
 
     One untimed gesture first (own rng): one-time costs such as loading numba's compiled
-    kernels (the EDT, the contour cycles; ~0.3 s from their cache) are not per-gesture costs."""
+    kernels (~0.3 s from their cache) are not per-gesture costs."""
     warm = simulate_creation(kind, masks[0], np.random.default_rng(99))
     rasterize(warm, SIZE), rasterize_reference(warm, SIZE), rasterize_many([warm], SIZE)
-    gestures, sim_ms = simulate(kind, masks, n, rng)
-    per_gesture = []
-    for fn in (rasterize, rasterize_reference):
+    sims, rasts, manys = [], [], []
+    for _ in range(repeats):
+        gestures, sim_ms = simulate(kind, masks, n, rng)
+        sims.append(sim_ms)
         start = time.perf_counter()
         for g in gestures:
-            fn(g, SIZE)
-        per_gesture.append((time.perf_counter() - start) / n * 1e3)
-    runs = []
-    for _ in range(3):
+            rasterize(g, SIZE)
+        rasts.append((time.perf_counter() - start) / n * 1e3)
         start = time.perf_counter()
         rasterize_many(gestures, SIZE)
-        runs.append((time.perf_counter() - start) / n * 1e3)
-    return sim_ms, per_gesture[0], per_gesture[1], statistics.median(runs)
+        manys.append((time.perf_counter() - start) / n * 1e3)
+    start = time.perf_counter()
+    for g in gestures:
+        rasterize_reference(g, SIZE)
+    reference = (time.perf_counter() - start) / n * 1e3
+    return (statistics.median(sims), statistics.median(rasts), reference,
+            statistics.median(manys))  # fmt: skip
 
 
 def time_jnp(kind: GestureKind, masks, n_unique: int, rng, repeats: int) -> tuple[float, float]:
@@ -126,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(header + "\n" + "-" * len(header))
     for kind in GestureKind:
-        sim_np, rast_np, rast_ref, rast_many = time_numpy(kind, masks, n_numpy, rng)
+        sim_np, rast_np, rast_ref, rast_many = time_numpy(kind, masks, n_numpy, rng, repeats)
         sim_j, rast_j = time_jnp(kind, masks, n_unique, rng, repeats)
         total_np, total_j = sim_np + rast_np, sim_j + rast_j
         paper = PAPER_MS[kind]

@@ -28,35 +28,36 @@ _CHUNK = 255  # words summed lane-wise before a byte lane (at most 1 per word) c
 
 
 @_numba.njit(cache=True, nogil=True)
-def _chunk_count(words, start, stop) -> int:
-    """Marked pixels in words[start:stop] (stop - start <= _CHUNK): the words are added as
-    eight byte lanes, then the lanes are summed."""
-    acc = np.uint64(0)
-    for i in range(start, stop):
-        acc += words[i]
-    pairs = (acc & _LOW_BYTES) + ((acc >> np.uint64(8)) & _LOW_BYTES)
-    return int((pairs * np.uint64(0x0001000100010001)) >> np.uint64(48))
+def _chunk_counts(words) -> np.ndarray:
+    """Marked pixels per chunk of `_CHUNK` words, int64[ceil(W / _CHUNK)]: each chunk's words
+    are added as eight byte lanes (a lane gains at most 1 per word), then the lanes summed."""
+    n = words.shape[0]
+    out = np.empty((n + _CHUNK - 1) // _CHUNK, np.int64)
+    for k in range(out.shape[0]):
+        acc = np.uint64(0)
+        for i in range(k * _CHUNK, min((k + 1) * _CHUNK, n)):
+            acc += words[i]
+        pairs = (acc & _LOW_BYTES) + ((acc >> np.uint64(8)) & _LOW_BYTES)
+        out[k] = int((pairs * np.uint64(0x0001000100010001)) >> np.uint64(48))
+    return out
 
 
 @_numba.njit(cache=True, nogil=True)
-def _nth(words, tail, queries) -> np.ndarray:
+def _nth(words, tail, chunks, queries) -> np.ndarray:
     """Flat indices int64[Q] of the marked pixels number `queries` (int64[Q], each < count):
-    whole chunks of words are skipped on their lane sums, the chunk holding a query is walked
-    word by word."""
+    chunks are skipped on their counts, the chunk holding a query is walked word by word."""
     order = np.argsort(queries, kind="mergesort")
     nq = order.shape[0]
     out = np.empty(nq, np.int64)
     q, seen = 0, 0
     n_words = words.shape[0]
-    for start in range(0, n_words, _CHUNK):
+    for k in range(chunks.shape[0]):
         if q == nq:
             return out
-        stop = min(start + _CHUNK, n_words)
-        in_chunk = _chunk_count(words, start, stop)
-        if queries[order[q]] >= seen + in_chunk:
-            seen += in_chunk
+        if queries[order[q]] >= seen + chunks[k]:
+            seen += chunks[k]
             continue
-        for i in range(start, stop):
+        for i in range(k * _CHUNK, min((k + 1) * _CHUNK, n_words)):
             word = words[i]
             in_word = int((word * _ONES) >> np.uint64(56))
             while q < nq and queries[order[q]] < seen + in_word:
@@ -78,6 +79,24 @@ def _nth(words, tail, queries) -> np.ndarray:
     return out
 
 
+class MarkedPixels:
+    """The marked pixels of a bool mask [H, W] in raster order, counted per chunk of 2040
+    pixels in one pass, without listing them: `count`, and `at(k)` = `np.nonzero(mask)`
+    indexed at k."""
+
+    def __init__(self, mask: np.ndarray):
+        self.words, self.tail = _words(mask)
+        self.chunks = _chunk_counts(self.words)
+        self.count = int(self.chunks.sum()) + int(np.count_nonzero(self.tail))
+        self.width = mask.shape[1]
+
+    def at(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, cols) int64[Q] of the marked pixels number `queries` (ints in [0, count))."""
+        queries = np.asarray(queries, np.int64).reshape(-1)
+        flat = _nth(self.words, self.tail, self.chunks, queries)
+        return flat // self.width, flat % self.width
+
+
 def count_marked(mask: np.ndarray) -> int:
     """Number of marked pixels of a bool mask [H, W]."""
     return int(np.count_nonzero(mask))
@@ -86,10 +105,7 @@ def count_marked(mask: np.ndarray) -> int:
 def nth_marked(mask: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(rows, cols) int64[Q] of the marked pixels number `queries` in raster order:
     `np.nonzero(mask)` indexed at `queries` (int array, each in [0, count))."""
-    queries = np.asarray(queries, np.int64).reshape(-1)
-    flat = _nth(*_words(mask), queries)
-    width = mask.shape[1]
-    return flat // width, flat % width
+    return MarkedPixels(mask).at(queries)
 
 
 @_numba.njit(cache=True, nogil=True)

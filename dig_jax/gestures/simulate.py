@@ -29,7 +29,7 @@ from scipy.interpolate import CubicSpline, make_interp_spline
 from dig_jax.gestures.contours import filled_padded, longest_contour
 from dig_jax.gestures.edt import squared_edt
 from dig_jax.gestures.encode import box_outline_points
-from dig_jax.gestures.scan import count_marked, nth_marked, tight_box
+from dig_jax.gestures.scan import MarkedPixels, count_marked, tight_box
 from dig_jax.gestures.types import Context, Gesture, GestureKind
 
 SPACING = 2.0  # px between consecutive samples of an interpolated curve
@@ -126,17 +126,18 @@ def interpolate_curve(control: np.ndarray, closed: bool) -> np.ndarray:
 
 def click_points(region: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """One uniformly random pixel of the region, f32[1, 2] (x, y)."""
-    i = rng.integers(count_marked(region))
-    rows, cols = nth_marked(region, np.array([i]))
+    pixels = MarkedPixels(region)
+    i = rng.integers(pixels.count)
+    rows, cols = pixels.at(np.array([i]))
     return np.array([[cols[0], rows[0]]], np.float32)
 
 
 def scribble_control_points(region: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """4-6 control points f64[K, 2] drawn from the region's pixels, coordinates maybe sorted."""
-    count = count_marked(region)
+    pixels = MarkedPixels(region)
     k = int(rng.integers(SCRIBBLE_POINTS[0], SCRIBBLE_POINTS[1] + 1))
-    pick = rng.choice(count, size=k, replace=count < k)
-    rows, cols = nth_marked(region, pick)
+    pick = rng.choice(pixels.count, size=k, replace=pixels.count < k)
+    rows, cols = pixels.at(pick)
     xs, ys = cols.astype(np.float64), rows.astype(np.float64)
     if rng.random() < SORT_X_PROB:
         xs = np.sort(xs)
