@@ -170,19 +170,20 @@ def extract_regions(
         raise ValueError(f"instance_ids: {len(ids)} ids for {len(instances)} instances")
     valid = None
     if void is not None:
-        valid = ~(np.asarray(void) > 0)
-        if valid.shape != instances.shape[1:]:
-            raise ValueError(f"void: shape {valid.shape} differs from masks {instances.shape[1:]}")
+        void = np.asarray(void)
+        if void.shape != instances.shape[1:]:
+            raise ValueError(f"void: shape {void.shape} differs from masks {instances.shape[1:]}")
+        if void.any():  # most records have no void: their areas need no masking
+            valid = ~(void > 0)
     regions = []
     for iid, inst in zip(ids, instances, strict=True):
-        if valid is None and inst.dtype in (np.uint8, np.bool_):  # nonzero == (inst > 0):
-            if np.count_nonzero(inst) < min_area:  # no bool copy of the instances dropped
-                continue
-            marked = inst > 0
+        if inst.dtype == np.bool_ or (inst.dtype == np.uint8 and inst.max(initial=0) <= 1):
+            marked = inst.view(bool)  # {0, 1} bytes already are a bool mask: no copy,
+            marked.flags.writeable = False  # so the region's mask is the record's, read-only
         else:
             marked = inst > 0
-            if np.count_nonzero(marked if valid is None else marked & valid) < min_area:
-                continue
+        if np.count_nonzero(marked if valid is None else marked & valid) < min_area:
+            continue
         labelled = _label(marked, min_area)
         if labelled is not None and labelled.keep:
             regions.append(Region(int(iid), marked.view(np.uint8), labelled))
