@@ -8,9 +8,15 @@ squared — with no float error to correct. Capping at `cap` px (a distance ≥ 
 lets the vertical pass drop columns that are that far, and is what the distance maps need
 (truncated at 255 px). On 512² gesture maps this takes 1.8 ms of CPU against 4.8 for OpenCV's
 exact-mask L2 transform (one thread; `benchmarks/pipeline.py` measures the samples using it).
+
+`within(marked, r)` is the transform thresholded at r (a loose lasso's disc dilation) without
+it: each row is the union of the marked runs of the 2r + 1 rows around it, widened by
+isqrt(r² - dy²) (0.35 against 1.1 ms on a loose lasso's 165k-pixel GrabCut crop, r = 21-30).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -121,4 +127,64 @@ def edt_lookup(marked: np.ndarray, cap: int, table: np.ndarray) -> np.ndarray:
         raise ValueError(f"table: expected shape ({cap * cap + 1},), got {table.shape}")
     out = np.empty(marked.shape, table.dtype)
     _transform(marked, int(cap), out, table)
+    return out
+
+
+def within(marked: np.ndarray, radius: int) -> np.ndarray:
+    """bool[H, W]: the pixels at Euclidean distance <= `radius` (integer px >= 0) from a
+    nonzero pixel of `marked` [H, W], i.e. `squared_edt(marked, radius + 1) <= radius²`.
+
+    Without the transform: a pixel dy rows from a marked run [s, e) is within `radius` of it
+    exactly when its column lies in [s - k, e + k), k = isqrt(radius² - dy²), so each row
+    is the union of its neighbour rows' runs widened by their k (a difference array per row).
+    """
+    if not 0 <= radius <= 46340:
+        raise ValueError(f"radius: expected 0..46340 px, got {radius}")
+    marked = _check(marked, radius + 1)
+    widths = np.array([math.isqrt(radius * radius - dy * dy) for dy in range(-radius, radius + 1)])
+    return _within_runs(marked.view(np.uint8), widths).view(bool)
+
+
+@_numba.njit(cache=True, nogil=True)
+def _within_runs(marked, widths):
+    """uint8 {0, 1} [H, W]: `within` of uint8 {0, 1} `marked`; widths[dy + r] = isqrt(r² - dy²)."""
+    h, w = marked.shape
+    radius = (widths.shape[0] - 1) // 2
+    starts = np.empty(h * ((w + 1) // 2) + 1, np.int64)  # at most ceil(w / 2) runs per row
+    stops = np.empty_like(starts)
+    row_first = np.empty(h + 1, np.int64)
+    n = 0
+    for r in range(h):
+        row_first[r] = n
+        c = 0
+        while c < w:
+            if not marked[r, c]:
+                c += 1
+                continue
+            starts[n] = c
+            while c < w and marked[r, c]:
+                c += 1
+            stops[n] = c
+            n += 1
+    row_first[h] = n
+    out = np.zeros((h, w), np.uint8)
+    diff = np.zeros(w + 1, np.int32)
+    for y in range(h):
+        touched = False
+        for dy in range(-radius, radius + 1):
+            source = y + dy
+            if source < 0 or source >= h:
+                continue
+            k = widths[dy + radius]
+            for j in range(row_first[source], row_first[source + 1]):
+                diff[max(starts[j] - k, 0)] += 1
+                diff[min(stops[j] + k, w)] -= 1
+                touched = True
+        if touched:
+            depth = 0
+            for x in range(w):
+                depth += diff[x]
+                diff[x] = 0
+                out[y, x] = depth > 0
+            diff[w] = 0
     return out

@@ -27,7 +27,7 @@ import numpy as np
 from scipy.interpolate import CubicSpline, make_interp_spline
 
 from dig_jax.gestures.contours import filled_padded, longest_contour
-from dig_jax.gestures.edt import squared_edt
+from dig_jax.gestures.edt import within
 from dig_jax.gestures.encode import box_outline_points
 from dig_jax.gestures.scan import MarkedPixels, count_marked, tight_box
 from dig_jax.gestures.types import Context, Gesture, GestureKind
@@ -153,8 +153,8 @@ def loose_dilation_radius(area: int) -> int:
 
 def _within(mask: np.ndarray, radius: int) -> np.ndarray:
     """bool[H, W]: pixels at Euclidean distance <= `radius` (integer px) from the mask, i.e.
-    `ndimage.distance_transform_edt(~mask) <= radius`, on exact squared distances."""
-    return squared_edt(mask, radius + 1) <= radius * radius
+    `ndimage.distance_transform_edt(~mask) <= radius` (`dig_jax.gestures.edt.within`)."""
+    return within(mask, radius)
 
 
 def region_outline(region: np.ndarray, dilation: int = 0) -> np.ndarray:

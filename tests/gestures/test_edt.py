@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import ndimage
 
-from dig_jax.gestures.edt import edt_lookup, squared_edt
+from dig_jax.gestures.edt import edt_lookup, squared_edt, within
 
 
 def expected(marked: np.ndarray, cap: int) -> np.ndarray:
@@ -31,6 +31,31 @@ def test_equals_scipy_squared_and_capped(seed, height, width, density, cap):
     got = squared_edt(marked, cap)
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, expected(marked, cap))
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    height=st.integers(1, 70),
+    width=st.integers(1, 70),
+    density=st.sampled_from([0.0, 0.002, 0.02, 0.3, 0.95]),
+    radius=st.integers(0, 40),
+)
+def test_within_is_the_thresholded_transform(seed, height, width, density, radius):
+    """The run-based disc dilation marks exactly the pixels scipy's EDT puts within radius."""
+    marked = np.random.default_rng(seed).random((height, width)) < density
+    got = within(marked, radius)
+    assert got.dtype == bool and got.shape == marked.shape
+    np.testing.assert_array_equal(got, expected(marked, radius + 1) <= radius * radius)
+
+
+def test_within_hand_made_case_and_bad_radius():
+    marked = np.zeros((7, 7), bool)
+    marked[3, 3] = True
+    disc = within(marked, 2)  # the 13 pixel centres within 2 px of (3, 3)
+    assert disc.sum() == 13 and disc[1, 3] and disc[3, 5] and not disc[1, 2]
+    np.testing.assert_array_equal(within(marked, 0), marked)
+    with pytest.raises(ValueError, match="radius"):
+        within(marked, -1)
 
 
 def test_hand_made_case():
