@@ -14,7 +14,7 @@ import functools
 import numpy as np
 
 from dig_jax import _numba
-from dig_jax.gestures.contours import union_root
+from dig_jax.gestures.runs import join_runs, row_runs, union_root
 from dig_jax.gestures.scan import tight_box
 from dig_jax.metrics import VOID
 
@@ -87,37 +87,12 @@ def _label_runs(marked):
 
     Runs of consecutive rows that touch (columns within one of each other) are joined by
     union-find; one pass over the pixels, then work per run."""
-    h, w = marked.shape
-    capacity = h * ((w + 1) // 2) + 1  # at most ceil(w / 2) runs per row
-    rows = np.empty(capacity, np.int64)
-    starts, stops = np.empty(capacity, np.int64), np.empty(capacity, np.int64)
-    row_first = np.empty(h + 1, np.int64)
-    n = 0
-    for r in range(h):
-        row_first[r] = n
-        row = marked[r]
-        c = 0
-        while c < w:
-            if not row[c]:
-                c += 1
-                continue
-            rows[n], starts[n] = r, c
-            while c < w and row[c]:
-                c += 1
-            stops[n] = c
-            n += 1
-    row_first[h] = n
-    parent = np.arange(n)
-    for r in range(h - 1):  # join touching runs of rows r and r + 1 (two pointers)
-        i, j = row_first[r], row_first[r + 1]
-        while i < row_first[r + 1] and j < row_first[r + 2]:
-            if starts[i] <= stops[j] and starts[j] <= stops[i]:  # 8-connected
-                a, b = union_root(parent, i), union_root(parent, j)
-                parent[max(a, b)] = min(a, b)
-            if stops[i] < stops[j]:
-                i += 1
-            else:
-                j += 1
+    starts, stops, row_first = row_runs(marked, 1)
+    parent = join_runs(starts, stops, row_first, 1)
+    n = starts.shape[0]
+    rows = np.empty(n, np.int64)
+    for r in range(row_first.shape[0] - 1):
+        rows[row_first[r] : row_first[r + 1]] = r
     labels = np.empty(n, np.int64)
     number = np.full(n, -1, np.int64)  # component number of each root
     areas = np.zeros(n, np.int64)
@@ -129,7 +104,7 @@ def _label_runs(marked):
             count += 1
         labels[k] = number[root]
         areas[labels[k]] += stops[k] - starts[k]
-    return rows[:n], starts[:n], stops[:n], labels, areas[:count]
+    return rows, starts, stops, labels, areas[:count]
 
 
 @_numba.njit(cache=True, nogil=True)

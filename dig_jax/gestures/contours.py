@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from dig_jax import _numba
+from dig_jax.gestures.runs import join_runs, row_runs, union_root
 
 # Edge midpoints of the square whose top-left pixel is (r, c), in doubled coordinates
 # relative to (2r, 2c): top, left, right, bottom.
@@ -193,36 +194,9 @@ def _fill_from_border(marked):
     are joined (union-find), and the components holding a run on the image's edge are the
     outside. One pass over the pixels, then work per run, not per pixel."""
     h, w = marked.shape
-    starts = np.empty(h * ((w + 1) // 2) + 1, np.int64)  # at most ceil(w / 2) runs per row
-    stops = np.empty_like(starts)
-    row_first = np.empty(h + 1, np.int64)
-    n = 0
-    for r in range(h):
-        row_first[r] = n
-        row = marked[r]
-        c = 0
-        while c < w:
-            if row[c]:
-                c += 1
-                continue
-            starts[n] = c
-            while c < w and not row[c]:
-                c += 1
-            stops[n] = c
-            n += 1
-    row_first[h] = n
-    parent = np.arange(n)
-    for r in range(h - 1):  # join overlapping runs of rows r and r + 1 (two pointers)
-        i, j = row_first[r], row_first[r + 1]
-        while i < row_first[r + 1] and j < row_first[r + 2]:
-            if starts[i] < stops[j] and starts[j] < stops[i]:
-                a, b = union_root(parent, i), union_root(parent, j)
-                parent[max(a, b)] = min(a, b)
-            if stops[i] < stops[j]:
-                i += 1
-            else:
-                j += 1
-    outside = np.zeros(n, np.bool_)
+    starts, stops, row_first = row_runs(marked, 0)
+    parent = join_runs(starts, stops, row_first, 0)
+    outside = np.zeros(starts.shape[0], np.bool_)
     for r in range(h):
         for k in range(row_first[r], row_first[r + 1]):
             if r == 0 or r == h - 1 or starts[k] == 0 or stops[k] == w:
@@ -237,13 +211,3 @@ def _fill_from_border(marked):
             if outside[union_root(parent, k)]:
                 out[r + 1, starts[k] + 1 : stops[k] + 1] = 0
     return out
-
-
-@_numba.njit(cache=True, nogil=True)
-def union_root(parent: np.ndarray, k: int) -> int:
-    """Root of k's tree in the union-find forest `parent` (int64[N]), halving the path on the
-    way (shared by the hole filling here and `dig_jax.data.regions`' labelling)."""
-    while parent[k] != k:
-        parent[k] = parent[parent[k]]
-        k = parent[k]
-    return k

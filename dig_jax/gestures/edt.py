@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from dig_jax import _numba
+from dig_jax.gestures.runs import row_runs
 
 
 @_numba.njit(cache=True, nogil=True)
@@ -150,23 +151,7 @@ def _within_runs(marked, widths):
     """uint8 {0, 1} [H, W]: `within` of uint8 {0, 1} `marked`; widths[dy + r] = isqrt(r² - dy²)."""
     h, w = marked.shape
     radius = (widths.shape[0] - 1) // 2
-    starts = np.empty(h * ((w + 1) // 2) + 1, np.int64)  # at most ceil(w / 2) runs per row
-    stops = np.empty_like(starts)
-    row_first = np.empty(h + 1, np.int64)
-    n = 0
-    for r in range(h):
-        row_first[r] = n
-        c = 0
-        while c < w:
-            if not marked[r, c]:
-                c += 1
-                continue
-            starts[n] = c
-            while c < w and marked[r, c]:
-                c += 1
-            stops[n] = c
-            n += 1
-    row_first[h] = n
+    starts, stops, row_first = row_runs(marked, 1)
     out = np.zeros((h, w), np.uint8)
     diff = np.zeros(w + 1, np.int32)
     for y in range(h):
