@@ -91,7 +91,7 @@ def _segments(m, counts, starts, ends):
     edge): (from row, from col, to row, to col, successor), int64[S] each, in doubled
     coordinates. `counts`, `starts`, `ends` are the tables `_COUNT`, `_FROM`, `_TO`."""
     h, w = m.shape
-    capacity = 2 * (h - 1) * (w - 1)  # np.empty: only the pages used are touched
+    capacity = 8 * (h + w)  # doubled when an outline is longer (a square adds at most 2)
     from_r, from_c = np.empty(capacity, np.int64), np.empty(capacity, np.int64)
     to_r, to_c = np.empty(capacity, np.int64), np.empty(capacity, np.int64)
     first = np.empty((h - 1) * (w - 1), np.int64)  # first segment of each square that has one
@@ -102,6 +102,10 @@ def _segments(m, counts, starts, ends):
             case = (up[c] << 3) | (up[c + 1] << 2) | (down[c] << 1) | down[c + 1]
             if case == 0 or case == 15:
                 continue
+            if n + 2 > capacity:
+                capacity *= 2
+                from_r, from_c = _resized(from_r, capacity), _resized(from_c, capacity)
+                to_r, to_c = _resized(to_r, capacity), _resized(to_c, capacity)
             first[r * (w - 1) + c] = n
             for k in range(counts[case]):
                 from_r[n], from_c[n] = 2 * r + starts[case, k, 0], 2 * c + starts[case, k, 1]
@@ -114,6 +118,14 @@ def _segments(m, counts, starts, ends):
             nxt += 1  # the square's second segment (a saddle)
         successor[s] = nxt
     return from_r[:n], from_c[:n], to_r[:n], to_c[:n], successor
+
+
+@_numba.njit(cache=True, nogil=True)
+def _resized(values, size):
+    """values (int64[N], N <= size) copied into the front of a new int64[size]."""
+    out = np.empty(size, np.int64)
+    out[: values.shape[0]] = values
+    return out
 
 
 @_numba.njit(cache=True, nogil=True)
@@ -176,8 +188,8 @@ def fill_holes(mask: np.ndarray) -> np.ndarray:
 
 def filled_padded(mask: np.ndarray) -> np.ndarray:
     """uint8[H + 2, W + 2]: `fill_holes(mask)` as {0, 1} inside a border of zeros (the input
-    `longest_contour` takes), from one scanline flood fill of the unmarked pixels joined to
-    the border."""
+    `longest_contour` takes): the unmarked row runs that union-find joins to the border are
+    the outside, everything else is filled."""
     mask = np.asarray(mask)
     if mask.ndim != 2:
         raise ValueError(f"mask: expected a 2-D array, got shape {mask.shape}")

@@ -9,11 +9,14 @@ time at 512² (`benchmarks/gestures.py`). Words are read little-endian (x86, ARM
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from dig_jax import _numba
 
 _ONES = np.uint64(0x0101010101010101)
+_BIG_ENDIAN = sys.byteorder != "little"  # byte order inside words: such machines skip them
 
 
 def _words(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -29,8 +32,9 @@ _CHUNK = 255  # words summed lane-wise before a byte lane (at most 1 per word) c
 
 @_numba.njit(cache=True, nogil=True)
 def _chunk_counts(words) -> np.ndarray:
-    """Marked pixels per chunk of `_CHUNK` words, int64[ceil(W / _CHUNK)]: each chunk's words
-    are added as eight byte lanes (a lane gains at most 1 per word), then the lanes summed."""
+    """Marked pixels per chunk of `_CHUNK` words, int64[ceil(len(words) / _CHUNK)]: each
+    chunk's words are added as eight byte lanes (a lane gains at most 1 per word), then the
+    lanes summed."""
     n = words.shape[0]
     out = np.empty((n + _CHUNK - 1) // _CHUNK, np.int64)
     for k in range(out.shape[0]):
@@ -93,7 +97,10 @@ class MarkedPixels:
     def at(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(rows, cols) int64[Q] of the marked pixels number `queries` (ints in [0, count))."""
         queries = np.asarray(queries, np.int64).reshape(-1)
-        flat = _nth(self.words, self.tail, self.chunks, queries)
+        if _BIG_ENDIAN:  # the word scan reads bytes in little-endian order
+            flat = np.flatnonzero(np.concatenate([self.words.view(np.uint8), self.tail]))[queries]
+        else:
+            flat = _nth(self.words, self.tail, self.chunks, queries)
         return flat // self.width, flat % self.width
 
 
@@ -110,8 +117,9 @@ def nth_marked(mask: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.nd
 
 @_numba.njit(cache=True, nogil=True)
 def _box_of_words(words) -> tuple[int, int, int, int]:
-    """(first row, last row, first word column, last word column) over words uint64[H, W/8]
-    holding marks, and the OR of the marked rows' words; rows -1 when nothing is marked."""
+    """(first row, last row, first column, last column) of the marks in a uint8 {0, 1} mask
+    read as words uint64[H, W / 8] (little-endian: column 8j + b is byte b of word j); all
+    -1 when nothing is marked. Rows are ORed word by word, the marked rows' words into one."""
     h, n = words.shape
     top, bottom = -1, -1
     acc = np.zeros(n, np.uint64)
@@ -166,7 +174,7 @@ def tight_box(mask: np.ndarray) -> np.ndarray:
     word boundaries (W % 8 == 0)."""
     h, w = mask.shape
     marked = np.ascontiguousarray(mask).view(np.uint8)
-    if w % 8:
+    if w % 8 or _BIG_ENDIAN:
         top, bottom, first, last = _box_of_bytes(marked)
     else:
         top, bottom, first, last = _box_of_words(marked.view(np.uint64).reshape(h, w // 8))

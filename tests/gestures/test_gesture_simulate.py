@@ -344,3 +344,19 @@ def test_fast_tight_box_is_metrics_tight_box(seed, h, w):
     # the region as a strided view (a crop), on and off word boundaries, and as a copy
     for region in (wide[:, 1:], np.ascontiguousarray(wide[:, 1:])):
         np.testing.assert_array_equal(fast_tight_box(region), tight_box(region.astype(np.uint8)))
+
+
+def test_scans_fall_back_to_numpy_off_little_endian(monkeypatch):
+    """The word scans read bytes in little-endian order; elsewhere numpy answers the same."""
+    from dig_jax.gestures import scan
+    from dig_jax.metrics import tight_box
+
+    rng = np.random.default_rng(5)
+    mask = rng.random((37, 48)) < 0.2  # a width on word boundaries: the word path otherwise
+    rows, cols = np.nonzero(mask)
+    queries = rng.integers(0, len(rows), 6)
+    monkeypatch.setattr(scan, "_BIG_ENDIAN", True)
+    got_rows, got_cols = scan.nth_marked(mask, queries)
+    np.testing.assert_array_equal(got_rows, rows[queries])
+    np.testing.assert_array_equal(got_cols, cols[queries])
+    np.testing.assert_array_equal(scan.tight_box(mask), tight_box(mask.astype(np.uint8)))
