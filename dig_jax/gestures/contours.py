@@ -63,7 +63,7 @@ def longest_contour(image: np.ndarray) -> np.ndarray:
         raise ValueError("image: expected values in {0, 1}")
     if m[0].any() or m[-1].any() or m[:, 0].any() or m[:, -1].any():
         raise ValueError("image: border pixels must be 0 (every contour closed)")
-    from_r, from_c, to_r, to_c, successor = _segments(np.ascontiguousarray(m), _COUNT, _FROM, _TO)
+    from_r, from_c, to_r, to_c, successor = _segments(np.ascontiguousarray(m))
     if len(successor) == 0:
         raise ValueError("image: no marked pixel, so no contour")
     count, cycle, last = _cycles(successor)
@@ -84,14 +84,24 @@ def longest_contour(image: np.ndarray) -> np.ndarray:
     return candidates[int(np.argmax([_arc_length(x) for x in candidates]))]
 
 
-@_numba.njit(cache=True, nogil=True)
-def _segments(m, counts, starts, ends):
+def _segments(m: np.ndarray):
     """The marching-squares segments of m (uint8 {0, 1} [H, W], zero border) in emission order,
     and each one's successor (the segment starting where it ends, in the square across that
     edge): (from row, from col, to row, to col, successor), int64[S] each, in doubled
-    coordinates. `counts`, `starts`, `ends` are the tables `_COUNT`, `_FROM`, `_TO`."""
+    coordinates. Room for segments grows 4x on the rare outline longer than 8 (H + W)."""
     h, w = m.shape
-    capacity = 8 * (h + w)  # doubled when an outline is longer (a square adds at most 2)
+    capacity = 8 * (h + w) + 64
+    while True:
+        out = _segments_into(m, _COUNT, _FROM, _TO, min(capacity, 2 * (h - 1) * (w - 1)))
+        if out is not None:
+            return out
+        capacity *= 4
+
+
+@_numba.njit(cache=True, nogil=True)
+def _segments_into(m, counts, starts, ends, capacity):
+    """`_segments` with room for `capacity` segments; None when there are more."""
+    h, w = m.shape
     from_r, from_c = np.empty(capacity, np.int64), np.empty(capacity, np.int64)
     to_r, to_c = np.empty(capacity, np.int64), np.empty(capacity, np.int64)
     first = np.empty((h - 1) * (w - 1), np.int64)  # first segment of each square that has one
@@ -102,10 +112,8 @@ def _segments(m, counts, starts, ends):
             case = (up[c] << 3) | (up[c + 1] << 2) | (down[c] << 1) | down[c + 1]
             if case == 0 or case == 15:
                 continue
-            if n + 2 > capacity:
-                capacity *= 2
-                from_r, from_c = _resized(from_r, capacity), _resized(from_c, capacity)
-                to_r, to_c = _resized(to_r, capacity), _resized(to_c, capacity)
+            if n + counts[case] > capacity:
+                return None
             first[r * (w - 1) + c] = n
             for k in range(counts[case]):
                 from_r[n], from_c[n] = 2 * r + starts[case, k, 0], 2 * c + starts[case, k, 1]
@@ -118,14 +126,6 @@ def _segments(m, counts, starts, ends):
             nxt += 1  # the square's second segment (a saddle)
         successor[s] = nxt
     return from_r[:n], from_c[:n], to_r[:n], to_c[:n], successor
-
-
-@_numba.njit(cache=True, nogil=True)
-def _resized(values, size):
-    """values (int64[N], N <= size) copied into the front of a new int64[size]."""
-    out = np.empty(size, np.int64)
-    out[: values.shape[0]] = values
-    return out
 
 
 @_numba.njit(cache=True, nogil=True)
