@@ -87,7 +87,7 @@ def _label_runs(marked):
 
     Runs of consecutive rows that touch (columns within one of each other) are joined by
     union-find; one pass over the pixels, then work per run."""
-    starts, stops, row_first = row_runs(marked, 1)
+    starts, stops, row_first = row_runs(marked)
     parent = join_runs(starts, stops, row_first, 1)
     n = starts.shape[0]
     rows = np.empty(n, np.int64)

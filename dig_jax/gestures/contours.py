@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from dig_jax import _numba
-from dig_jax.gestures.runs import join_runs, row_runs, union_root
+from dig_jax.gestures.runs import gap_runs, join_runs, row_runs, union_root
 
 # Edge midpoints of the square whose top-left pixel is (r, c), in doubled coordinates
 # relative to (2r, 2c): top, left, right, bottom.
@@ -206,7 +206,7 @@ def _fill_from_border(marked):
     are joined (union-find), and the components holding a run on the image's edge are the
     outside. One pass over the pixels, then work per run, not per pixel."""
     h, w = marked.shape
-    starts, stops, row_first = row_runs(marked, 0)
+    starts, stops, row_first = gap_runs(*row_runs(marked), w)  # the unmarked pixels' runs
     parent = join_runs(starts, stops, row_first, 0)
     outside = np.zeros(starts.shape[0], np.bool_)
     for r in range(h):

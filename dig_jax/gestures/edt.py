@@ -151,7 +151,7 @@ def _within_runs(marked, widths):
     """uint8 {0, 1} [H, W]: `within` of uint8 {0, 1} `marked`; widths[dy + r] = isqrt(r² - dy²)."""
     h, w = marked.shape
     radius = (widths.shape[0] - 1) // 2
-    starts, stops, row_first = row_runs(marked, 1)
+    starts, stops, row_first = row_runs(marked)
     out = np.zeros((h, w), np.uint8)
     diff = np.zeros(w + 1, np.int32)
     for y in range(h):

@@ -16,30 +16,65 @@ from dig_jax import _numba
 
 
 @_numba.njit(cache=True, nogil=True)
-def row_runs(mask, value):
-    """Runs of pixels equal to `value` in uint8 [H, W] `mask`, in raster order:
-    (starts, stops int64[R] (columns, stop exclusive), row_first int64[H + 1]: the runs of row
-    r are row_first[r]:row_first[r + 1])."""
-    h, w = mask.shape
-    starts = np.empty(h * ((w + 1) // 2) + 1, np.int64)  # at most ceil(w / 2) runs per row
-    stops = np.empty_like(starts)
-    row_first = np.empty(h + 1, np.int64)
+def row_runs(marked):
+    """Runs of nonzero pixels of uint8 [H, W] `marked`, in raster order: (starts, stops
+    int64[R] (columns, stop exclusive), row_first int64[H + 1]: the runs of row r are
+    row_first[r]:row_first[r + 1]). Room for 4 (H + W) runs first, the pass rerun with 4x the
+    room when a mask has more (at most ceil(W / 2) per row)."""
+    h, w = marked.shape
+    most = h * ((w + 1) // 2)
+    capacity = min(4 * (h + w) + 64, most)
+    while True:
+        starts, stops = np.empty(capacity, np.int64), np.empty(capacity, np.int64)
+        row_first = np.empty(h + 1, np.int64)
+        n = 0
+        full = False
+        for r in range(h):
+            row_first[r] = n
+            row = marked[r]
+            c = 0
+            while c < w:
+                if not row[c]:
+                    c += 1
+                    continue
+                if n == capacity:
+                    full = True
+                    break
+                starts[n] = c
+                while c < w and row[c]:
+                    c += 1
+                stops[n] = c
+                n += 1
+            if full:
+                break
+        if not full:
+            row_first[h] = n
+            return starts[:n], stops[:n], row_first
+        capacity = min(4 * capacity, most)
+
+
+@_numba.njit(cache=True, nogil=True)
+def gap_runs(starts, stops, row_first, width):
+    """The runs of the zero pixels, from the nonzero ones' `row_runs` of a mask `width` wide:
+    the gaps before, between and after each row's runs (same layout)."""
+    h = row_first.shape[0] - 1
+    gap_starts = np.empty(starts.shape[0] + h, np.int64)  # a row has one gap more than runs
+    gap_stops = np.empty_like(gap_starts)
+    gap_first = np.empty(h + 1, np.int64)
     n = 0
     for r in range(h):
-        row_first[r] = n
-        row = mask[r]
+        gap_first[r] = n
         c = 0
-        while c < w:
-            if row[c] != value:
-                c += 1
-                continue
-            starts[n] = c
-            while c < w and row[c] == value:
-                c += 1
-            stops[n] = c
+        for k in range(row_first[r], row_first[r + 1]):
+            if starts[k] > c:
+                gap_starts[n], gap_stops[n] = c, starts[k]
+                n += 1
+            c = stops[k]
+        if c < width:
+            gap_starts[n], gap_stops[n] = c, width
             n += 1
-    row_first[h] = n
-    return starts[:n], stops[:n], row_first
+    gap_first[h] = n
+    return gap_starts[:n], gap_stops[:n], gap_first
 
 
 @_numba.njit(cache=True, nogil=True)
