@@ -12,8 +12,8 @@ same float64 operations as its numpy reference, so the bytes are `rasterize_refe
    segment cut into equal pieces of at most `piece` px, as `rasterize_reference` cuts it)
    at most `radius`.
 
-One compiled loop instead of ~40 numpy passes per group of segments: a 512² lasso's outline is
-marked in tens of microseconds rather than milliseconds (`benchmarks/gestures.py`).
+One compiled loop instead of ~40 numpy passes per group of segments: a 512² tight lasso is
+marked in ~0.3 ms instead of ~2.9, a scribble in ~0.12 instead of ~1.4 (`benchmarks/gestures.py`).
 """
 
 from __future__ import annotations
