@@ -28,6 +28,7 @@ from scipy import ndimage
 
 from dig_jax.gestures.contours import fill_holes
 from dig_jax.gestures.raster import distance_uint8
+from dig_jax.gestures.scan import tight_box
 from dig_jax.gestures.types import BRUSH_RADIUS
 from dig_jax.metrics import VOID
 
@@ -103,10 +104,11 @@ def check_prompt(
 
 def _bounds(mask: np.ndarray) -> tuple[float, float, float, float] | None:
     """(x1, y1, x2, y2) pixel-edge box of the nonzero pixels, or None when there are none."""
-    rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
-    if rows.size == 0:
-        return None
-    return float(cols[0]), float(rows[0]), float(cols[-1] + 1), float(rows[-1] + 1)
+    mask = np.asarray(mask)
+    if mask.dtype not in (np.bool_, np.uint8):
+        mask = mask != 0
+    x1, y1, x2, y2 = (float(v) for v in tight_box(mask))  # any nonzero byte counts
+    return None if x1 < 0 else (x1, y1, x2, y2)
 
 
 def encloses_area(gesture_map: np.ndarray) -> bool:

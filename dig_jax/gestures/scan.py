@@ -169,9 +169,9 @@ def _box_of_bytes(marked) -> tuple[int, int, int, int]:
 
 
 def tight_box(mask: np.ndarray) -> np.ndarray:
-    """f64[4] (x1, y1, x2, y2) = (cmin, rmin, cmax + 1, rmax + 1) of a bool or uint8 {0, 1}
-    mask [H, W] ((-1, -1, 0, 0) when it is empty); eight pixels at a time when rows fall on
-    word boundaries (W % 8 == 0)."""
+    """f64[4] (x1, y1, x2, y2) = (cmin, rmin, cmax + 1, rmax + 1) of the nonzero pixels of a
+    bool or uint8 mask [H, W] ((-1, -1, 0, 0) when it has none); eight pixels at a time when
+    rows fall on word boundaries (W % 8 == 0)."""
     h, w = mask.shape
     marked = np.ascontiguousarray(mask).view(np.uint8)
     if w % 8 or _BIG_ENDIAN:
