@@ -175,3 +175,20 @@ def test_paste_mask_keeps_the_previous_mask_where_the_model_kept_it():
     assert out[
         y0 + int(2 * step) : y0 + int(6 * step), x0 + int(2 * step) : x0 + int(6 * step)
     ].all()
+
+
+@given(
+    st.integers(0, 2**31 - 1),
+    st.integers(1, 60),
+    st.integers(1, 60),
+    st.sampled_from([0.0, 0.002, 0.05, 0.5]),
+    st.sampled_from(["bool", "u8", "255", "f32"]),
+)
+def test_bounds_are_the_nonzero_pixels_box_for_any_dtype(seed, h, w, density, dtype):
+    """The zoom box's bounds (word scan) are the box of the nonzero pixels, None when empty."""
+    marked = np.random.default_rng(seed).random((h, w)) < density
+    arr = {"bool": marked, "u8": marked.astype(np.uint8), "255": marked.astype(np.uint8) * 255,
+           "f32": marked.astype(np.float32)}[dtype]  # fmt: skip
+    rows, cols = np.nonzero(marked)
+    want = None if rows.size == 0 else (cols.min(), rows.min(), cols.max() + 1, rows.max() + 1)
+    assert prompts._bounds(arr) == (None if want is None else tuple(float(v) for v in want))
