@@ -239,44 +239,44 @@ def padded_segments(
     return points, b, (idx < length) & finite & present
 
 
-def _capsule_row_intervals(a, b, y, radius, xp=jnp):
+def _capsule_row_intervals(a, b, y, radius):
     """x-interval [lo, hi] where the row at height y meets capsule(a, b, radius); empty: lo > hi.
 
-    a, b: f[..., 2] and y: f[...] broadcast together (elementwise); `xp` is jnp (float32, traced)
-    or np (float64, the host rasteriser).
+    a, b: f32[..., 2] and y: f32[...] broadcast together (elementwise; traceable). The host
+    rasteriser computes the same interval per scalar in `capsules._row_interval` (float64).
     """
-    inf = xp.asarray(xp.inf, a.dtype)
+    inf = jnp.asarray(jnp.inf, a.dtype)
     ax, ay = a[..., 0], a[..., 1]
     dx, dy = b[..., 0] - ax, b[..., 1] - ay
     ry = y - ay
 
     def disc(cx_off, cy_off):  # disc centred at a + offset; x relative to ax
         v = radius * radius - (ry - cy_off) ** 2
-        half = xp.sqrt(xp.maximum(v, 0.0))
+        half = jnp.sqrt(jnp.maximum(v, 0.0))
         ok = v >= 0
-        return xp.where(ok, cx_off - half, inf), xp.where(ok, cx_off + half, -inf)
+        return jnp.where(ok, cx_off - half, inf), jnp.where(ok, cx_off + half, -inf)
 
     lo_a, hi_a = disc(0.0, 0.0)
     lo_b, hi_b = disc(dx, dy)
     # Band: 0 <= rx*dx + ry*dy <= len2 and |rx*dy - ry*dx| <= radius*len, each linear in rx.
     len2 = dx * dx + dy * dy
-    length = xp.sqrt(len2)
+    length = jnp.sqrt(len2)
 
     def linear(coef, low, high):  # {rx : low <= coef * rx <= high}
-        safe = xp.where(coef == 0, 1.0, coef)
+        safe = jnp.where(coef == 0, 1.0, coef)
         p, q = low / safe, high / safe
-        lo = xp.where(coef > 0, p, xp.where(coef < 0, q, xp.where(low <= 0, -inf, inf)))
-        hi = xp.where(coef > 0, q, xp.where(coef < 0, p, xp.where(high >= 0, inf, -inf)))
-        lo = xp.where((coef == 0) & (high < 0), inf, lo)
+        lo = jnp.where(coef > 0, p, jnp.where(coef < 0, q, jnp.where(low <= 0, -inf, inf)))
+        hi = jnp.where(coef > 0, q, jnp.where(coef < 0, p, jnp.where(high >= 0, inf, -inf)))
+        lo = jnp.where((coef == 0) & (high < 0), inf, lo)
         return lo, hi
 
     lo_t, hi_t = linear(dx, -ry * dy, len2 - ry * dy)
     lo_n, hi_n = linear(dy, ry * dx - radius * length, ry * dx + radius * length)
-    lo_band, hi_band = xp.maximum(lo_t, lo_n), xp.minimum(hi_t, hi_n)
+    lo_band, hi_band = jnp.maximum(lo_t, lo_n), jnp.minimum(hi_t, hi_n)
     band = (len2 > 0) & (lo_band <= hi_band)
-    lo_band, hi_band = xp.where(band, lo_band, inf), xp.where(band, hi_band, -inf)
-    lo = xp.minimum(xp.minimum(lo_a, lo_b), lo_band) + ax
-    hi = xp.maximum(xp.maximum(hi_a, hi_b), hi_band) + ax
+    lo_band, hi_band = jnp.where(band, lo_band, inf), jnp.where(band, hi_band, -inf)
+    lo = jnp.minimum(jnp.minimum(lo_a, lo_b), lo_band) + ax
+    hi = jnp.maximum(jnp.maximum(hi_a, hi_b), hi_band) + ax
     return lo, hi
 
 
