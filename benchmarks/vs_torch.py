@@ -21,6 +21,9 @@ whole process: JAX's includes its compiler); steady = the peak RSS during the ti
 (after compile and warm-up, freed heap memory is returned with glibc's malloc_trim and the
 kernel's count restarted via /proc/self/clear_refs, in both frameworks alike): what training
 holds step after step.
+Every child starts with glibc's `glibc.malloc.hugetlb=1` tunable, as the project's command lines
+run (`dig_jax.hugepages`: XLA's per-step temporaries on huge pages); `--no-hugepages` runs both
+frameworks without it.
 torch is optional (`pip install '.[bench]'`, torch==2.13.0, CPU build): without it the
 benchmark says so and exits 0.
 """
@@ -145,14 +148,30 @@ def worker(args: argparse.Namespace) -> dict:
             **result}  # fmt: skip
 
 
+def child_environment(hugepages: bool) -> dict[str, str]:
+    """The environment of every child, JAX's and torch's alike: with glibc's huge-page tunable
+    (what the project's command lines run with, `dig_jax.hugepages`) unless `hugepages` is off,
+    then without it even where this process has it."""
+    from dig_jax.hugepages import hugepage_environment
+
+    env = dict(os.environ)
+    if not hugepages:
+        kept = [t for t in env.get("GLIBC_TUNABLES", "").split(":") if t.split("=")[0] !=
+                "glibc.malloc.hugetlb"]  # fmt: skip
+        env["GLIBC_TUNABLES"] = ":".join(filter(None, kept))
+        return env
+    return hugepage_environment(env) or env
+
+
 def run_child(runner: str, model: str, case: str, args: argparse.Namespace) -> dict:
     """Run one measurement in a child process; {'error': ...} when it fails."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", runner, "--model", model,
            "--case", case, "--iters", str(args.iters), "--warmup", str(args.warmup),
            "--threads", str(args.threads), "--device", args.device] + (
            ["--quick"] if args.quick else [])  # fmt: skip
+    env = child_environment(args.hugepages)
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {args.timeout} s"}
     for line in done.stdout.splitlines():
@@ -213,6 +232,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                         help="gpu: CUDA devices of JAX and torch; device peak memory")  # fmt: skip
     parser.add_argument("--timeout", type=int, default=1800, help="s per child process")
+    parser.add_argument(
+        "--no-hugepages",
+        dest="hugepages",
+        action="store_false",
+        help="children without glibc.malloc.hugetlb=1 (default: with, for both)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write every result here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
@@ -235,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     runners = ["jax"] + (["jax-plain"] if args.plain else []) + ["torch", "torch-cl"]
     print(
         f"JAX vs PyTorch, {os.cpu_count()} CPU cores, torch threads {args.threads}, median of "
-        f"{args.iters} calls after {args.warmup} warm-up{' (quick: tiny models)' * args.quick}"
+        f"{args.iters} calls after {args.warmup} warm-up{' (quick: tiny models)' * args.quick}; "
+        f"GLIBC_TUNABLES={child_environment(args.hugepages).get('GLIBC_TUNABLES', '')!r} for both"
     )
     everything: dict = {}
     for model in [m.strip() for m in args.models.split(",") if m.strip()]:

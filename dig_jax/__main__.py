@@ -2,6 +2,6 @@
 
 import sys
 
-from dig_jax.cli import main
+from dig_jax.cli import console_main
 
-sys.exit(main())
+sys.exit(console_main())

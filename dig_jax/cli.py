@@ -33,5 +33,13 @@ def main(argv: list[str] | None = None) -> int:
     return int(module.main(argv[1:]) or 0)
 
 
+def console_main() -> int:
+    """The `dig-jax` console script: `main` after `reexec_with_hugepages` (see that module)."""
+    from dig_jax.hugepages import reexec_with_hugepages
+
+    reexec_with_hugepages()
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console_main())

@@ -218,4 +218,7 @@ def write_results(args: argparse.Namespace, evals: dict, results: dict, skipped:
 
 
 if __name__ == "__main__":
+    from dig_jax.hugepages import reexec_with_hugepages
+
+    reexec_with_hugepages()  # XLA's per-step temporaries on huge pages (see the module)
     sys.exit(main())

@@ -56,4 +56,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from dig_jax.hugepages import reexec_with_hugepages
+
+    reexec_with_hugepages()  # XLA's per-step temporaries on huge pages (see the module)
     sys.exit(main())
