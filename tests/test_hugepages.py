@@ -53,6 +53,16 @@ def test_kernel_mode(tmp_path, text, allowed):
     assert hugepages._kernel_allows_thp(tmp_path / "missing") is False
 
 
+def test_hint_only_when_the_tunable_would_change_something(monkeypatch):
+    monkeypatch.setattr(hugepages, "_glibc_has_tunable", lambda: True)
+    monkeypatch.setattr(hugepages, "_kernel_allows_thp", lambda: True)
+    assert "GLIBC_TUNABLES=glibc.malloc.hugetlb=1" in hugepages.missing_hint({})
+    assert hugepages.missing_hint({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}) is None
+    assert hugepages.missing_hint({"DIG_JAX_HUGEPAGES": "0"}) is None
+    monkeypatch.setattr(hugepages, "_kernel_allows_thp", lambda: False)
+    assert hugepages.missing_hint({}) is None
+
+
 def _run(env: dict[str, str]) -> str:
     """The tunables a child ended with; it must have kept its pid (execve, not a new child)."""
     proc = subprocess.Popen(

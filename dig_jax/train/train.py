@@ -16,6 +16,7 @@ import functools
 import json
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from jax.sharding import PartitionSpec as P
 from tqdm.auto import tqdm
 
 from dig_jax.evaluation.scores import format_rice_table, score_batch, summarize_scores
+from dig_jax.hugepages import missing_hint
 from dig_jax.models.interactive import batch_to_input, build_segmenter, pretrained_variables
 from dig_jax.models.xla_options import predict_compiler_options, train_compiler_options
 from dig_jax.train import checkpointing
@@ -169,6 +171,9 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
     workdir = Path(workdir)
     primary = jax.process_index() == 0
     workdir.mkdir(parents=True, exist_ok=True)
+    hint = missing_hint() if jax.default_backend() == "cpu" else None
+    if hint and primary:
+        print(hint, file=sys.stderr)
     writer = _JsonlWriter(workdir / "metrics.jsonl", primary)
 
     # Model, optimizer and state: shapes first, then a sharded (replicated) init.
