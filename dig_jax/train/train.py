@@ -171,9 +171,6 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
     workdir = Path(workdir)
     primary = jax.process_index() == 0
     workdir.mkdir(parents=True, exist_ok=True)
-    hint = missing_hint() if jax.default_backend() == "cpu" else None
-    if hint and primary:
-        print(hint, file=sys.stderr)
     writer = _JsonlWriter(workdir / "metrics.jsonl", primary)
 
     # Model, optimizer and state: shapes first, then a sharded (replicated) init.
@@ -226,6 +223,9 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
     else:
         start_step, state = restored
     writer.drop_after(start_step)
+    hint = missing_hint() if jax.default_backend() == "cpu" else None
+    if hint and primary:  # after the config and checkpoints were accepted: not mixed with errors
+        print(hint, file=sys.stderr)
 
     step_fn = jax.jit(
         functools.partial(
