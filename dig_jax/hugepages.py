@@ -5,8 +5,8 @@ Lite segmenter's train step at batch 8 × 256²) and frees it afterwards. glibc 
 that large with a fresh `mmap` every time, so every step faults in each 4 KiB page anew: 258k
 minor page faults and ~0.5 s of kernel time per Lite step on the 2-core machine. With the
 tunable, glibc asks the kernel for transparent huge pages (2 MiB) for such blocks: ~750 faults
-per step, and train steps 1.2–1.3× faster (README, Speed). PyTorch's CPU allocator, which
-reuses its smaller blocks, neither suffers nor gains.
+per step, and train steps 1.14–1.27× faster (README, Speed). PyTorch's CPU allocator, which
+reuses its smaller blocks, showed no change either way.
 
 A glibc tunable is read once, when the process starts, so the command-line entry points
 re-execute themselves with it set (`reexec_with_hugepages`, before anything heavy is imported);
