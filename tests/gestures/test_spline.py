@@ -1,0 +1,87 @@
+"""The compiled curve sampler against scipy's splines (the curves `interpolate_curve` promises)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.interpolate import CubicSpline, make_interp_spline
+
+from dig_jax.gestures.simulate import SPACING, _dedupe, interpolate_curve
+from dig_jax.gestures.spline import sample_curve
+
+
+def scipy_curve(control: np.ndarray, closed: bool) -> np.ndarray:
+    """The sampling `interpolate_curve` documents, with scipy's spline objects."""
+    nodes = np.concatenate([control, control[:1]]) if closed else control
+    t = np.concatenate([[0.0], np.cumsum(np.sqrt(np.linalg.norm(np.diff(nodes, axis=0), axis=1)))])
+    if closed:
+        spline = CubicSpline(t, nodes, bc_type="periodic")
+    else:
+        spline = make_interp_spline(t, nodes, k=min(3, len(control) - 1))
+    coarse = spline(np.linspace(0.0, t[-1], 8 * len(t)))
+    arc = np.linalg.norm(np.diff(coarse, axis=0), axis=1).sum()
+    params = np.union1d(np.linspace(0.0, t[-1], max(2, int(np.ceil(arc / SPACING)) + 1)), t)
+    if closed:
+        params = params[params < t[-1]]
+    return spline(params)
+
+
+# Quarter-pixel coordinates: simulated control points are pixels or jittered outline points;
+# points 1e-27 px apart would make both solvers' answers rounding noise.
+control_points = st.lists(
+    st.tuples(st.integers(-200, 2400), st.integers(-200, 2400)), min_size=2, max_size=30
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(control_points, st.booleans())
+def test_sample_curve_is_scipys_spline(points, closed):
+    control = _dedupe(np.array(points, np.float64) / 4, closed)
+    if len(control) < (3 if closed else 2):
+        return
+    ours = sample_curve(control, closed, SPACING)
+    ref = scipy_curve(control, closed)
+    assert ours.shape == ref.shape
+    # Rounding only: the slopes come from a different (equivalent) linear system.
+    scale = max(1.0, np.abs(ref).max())
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-9 * scale)
+
+
+@pytest.mark.parametrize("m", [2, 3, 4, 5, 6])
+def test_open_curves_interpolate_and_have_the_right_degree(m):
+    rng = np.random.default_rng(m)
+    control = rng.uniform(0, 300, (m, 2))
+    curve = sample_curve(control, False, SPACING)
+    for p in control:  # the control points are among the samples
+        assert np.min(np.linalg.norm(curve - p, axis=1)) < 1e-9
+    if m <= 4:  # a single polynomial of degree m - 1 in the centripetal parameter
+        nodes_t = np.concatenate(
+            [[0.0], np.cumsum(np.sqrt(np.linalg.norm(np.diff(control, axis=0), axis=1)))]
+        )
+        poly = [np.polyfit(nodes_t, control[:, k], m - 1) for k in range(2)]
+        far = rng.uniform(0, nodes_t[-1], 50)
+        ref = make_interp_spline(nodes_t, control, k=m - 1)(far)
+        np.testing.assert_allclose(np.stack([np.polyval(p, far) for p in poly], -1), ref, atol=1e-6)
+
+
+def test_closed_curve_is_periodic_and_c2():
+    theta = np.linspace(0, 2 * np.pi, 9)[:-1]
+    control = np.stack([200 + 80 * np.cos(theta), 150 + 50 * np.sin(theta)], -1)
+    curve = sample_curve(control, True, SPACING)
+    assert not np.array_equal(curve[0], curve[-1])  # the repeated end is omitted
+    steps = np.linalg.norm(np.diff(np.concatenate([curve, curve[:1]]), axis=0), axis=1)
+    assert steps.max() < 2 * SPACING  # sampled about every SPACING px, the joint included
+    radii = np.hypot((curve[:, 0] - 200) / 80, (curve[:, 1] - 150) / 50)
+    assert np.abs(radii - 1).max() < 0.02  # a smooth closed curve through an ellipse's points
+
+
+def test_interpolate_curve_keeps_its_special_cases():
+    one = interpolate_curve(np.array([[3.0, 4.0], [3.0, 4.0]]), closed=False)
+    np.testing.assert_array_equal(one, [[3.0, 4.0]])
+    two = interpolate_curve(np.array([[0.0, 0.0], [10.0, 0.0]]), closed=True)
+    np.testing.assert_array_equal(two, [[0.0, 0.0], [10.0, 0.0]])
+    line = interpolate_curve(np.array([[0.0, 0.0], [10.0, 0.0]]), closed=False)
+    np.testing.assert_allclose(line[:, 1], 0.0)
+    assert np.all(np.diff(line[:, 0]) > 0) and line[-1, 0] == 10.0
