@@ -10,7 +10,7 @@ from dig_jax.gestures.raster import (
     rasterize_batch,
     rasterize_many,
 )
-from dig_jax.gestures.simulate import simulate_creation, simulate_refinement
+from dig_jax.gestures.simulate import simulate_creation, simulate_many, simulate_refinement
 from dig_jax.gestures.soft import distance_map_jnp, polyline_distance, soft_rasterize
 from dig_jax.gestures.types import BRUSH_RADIUS, Context, Gesture, GestureKind
 
@@ -29,6 +29,7 @@ __all__ = [
     "rasterize_batch",
     "rasterize_many",
     "simulate_creation",
+    "simulate_many",
     "simulate_refinement",
     "soft_rasterize",
     "to_box",

@@ -37,6 +37,7 @@ import numpy as np
 
 from dig_jax.gestures.capsules import mark_gesture
 from dig_jax.gestures.edt import edt_lookup
+from dig_jax.gestures.threads import map_chunked
 from dig_jax.gestures.types import BRUSH_RADIUS, Gesture, GestureKind
 
 _PIECE = 4.0  # px, longest segment piece in the numpy reference
@@ -151,20 +152,43 @@ def rasterize(gesture: Gesture, shape: Sequence[int], radius: float = BRUSH_RADI
 
 
 def rasterize_many(
-    gestures: Sequence[Gesture], shape: Sequence[int], radius: float = BRUSH_RADIUS
+    gestures: Sequence[Gesture],
+    shape: Sequence[int],
+    radius: float = BRUSH_RADIUS,
+    out: np.ndarray | None = None,
+    workers: int | None = None,
 ) -> np.ndarray:
-    """uint8[B, H, W]: `rasterize` of every gesture, byte for byte (one compiled pass each)."""
+    """uint8[B, H, W]: `rasterize` of every gesture, byte for byte (one compiled pass each).
+
+    out: an optional uint8[B, H, W] C-contiguous buffer to fill (it is cleared first) and
+    return; reusing one spares a fresh allocation's page faults, which cost more than drawing
+    (~0.06 ms per 512² map on this machine). workers: threads, each clearing and drawing a
+    contiguous chunk of the maps (None: the CPUs this process may use).
+    """
     h, w = _check_shape(shape)
     radius = _check_radius(radius)
-    out = np.zeros((len(gestures), h, w), np.uint8)
-    for i, gesture in enumerate(gestures):
+    for gesture in gestures:
+        _check_coords(gesture.points)
+    if out is None:
+        out = np.empty((len(gestures), h, w), np.uint8)
+    elif out.shape != (len(gestures), h, w) or out.dtype != np.uint8:
+        raise ValueError(
+            f"out must be uint8[{len(gestures)}, {h}, {w}], got {out.dtype}{list(out.shape)}"
+        )
+    elif not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("out must be a writeable C-contiguous array")
+
+    def draw(i: int) -> None:
+        out[i] = 0
+        gesture = gestures[i]
         if radius < _MIN_INTERVAL_RADIUS:
             out[i] = rasterize_reference(gesture, shape, radius)
-            continue
-        _check_coords(gesture.points)
+            return
         click = gesture.kind == GestureKind.CLICK
         points = np.asarray(gesture.points, np.float64)
         mark_gesture(out[i], points, click, gesture.closed, radius, _PIECE, _EDGE_EPS)
+
+    map_chunked(draw, range(len(gestures)), workers)
     return out
 
 

@@ -30,20 +30,26 @@ _LOW_BYTES = np.uint64(0x00FF00FF00FF00FF)
 _CHUNK = 255  # words summed lane-wise before a byte lane (at most 1 per word) could overflow
 
 
+_HIGH_BITS = np.uint64(0xFEFEFEFEFEFEFEFE)  # set in a word iff one of its bytes is not 0 or 1
+
+
 @_numba.njit(cache=True, nogil=True)
-def _chunk_counts(words) -> np.ndarray:
-    """Marked pixels per chunk of `_CHUNK` words, int64[ceil(len(words) / _CHUNK)]: each
-    chunk's words are added as eight byte lanes (a lane gains at most 1 per word), then the
-    lanes summed."""
+def _chunk_counts(words) -> tuple[np.ndarray, bool]:
+    """(marked pixels per chunk of `_CHUNK` words, int64[ceil(len(words) / _CHUNK)], whether
+    every byte is 0 or 1): each chunk's words are added as eight byte lanes (a lane gains at
+    most 1 per word, for bytes that are 0 or 1), then the lanes summed; the words are ORed on
+    the way, which says whether a byte was neither."""
     n = words.shape[0]
     out = np.empty((n + _CHUNK - 1) // _CHUNK, np.int64)
+    ors = np.uint64(0)
     for k in range(out.shape[0]):
         acc = np.uint64(0)
         for i in range(k * _CHUNK, min((k + 1) * _CHUNK, n)):
             acc += words[i]
+            ors |= words[i]
         pairs = (acc & _LOW_BYTES) + ((acc >> np.uint64(8)) & _LOW_BYTES)
         out[k] = int((pairs * np.uint64(0x0001000100010001)) >> np.uint64(48))
-    return out
+    return out, (ors & _HIGH_BITS) == 0
 
 
 @_numba.njit(cache=True, nogil=True)
@@ -86,11 +92,13 @@ def _nth(words, tail, chunks, queries) -> np.ndarray:
 class MarkedPixels:
     """The marked pixels of a bool mask [H, W] in raster order, counted per chunk of 2040
     pixels in one pass, without listing them: `count`, and `at(k)` = `np.nonzero(mask)`
-    indexed at k."""
+    indexed at k. `binary`: whether every byte of the mask is 0 or 1 (the same pass), so a
+    uint8 or int8 mask can be read as its bool view and checked at once."""
 
     def __init__(self, mask: np.ndarray):
         self.words, self.tail = _words(mask)
-        self.chunks = _chunk_counts(self.words)
+        self.chunks, binary = _chunk_counts(self.words)
+        self.binary = bool(binary) and bool(np.all(self.tail <= 1))
         self.count = int(self.chunks.sum()) + int(np.count_nonzero(self.tail))
         self.width = mask.shape[1]
 
@@ -117,9 +125,10 @@ def nth_marked(mask: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.nd
 
 @_numba.njit(cache=True, nogil=True)
 def _box_of_words(words) -> tuple[int, int, int, int]:
-    """(first row, last row, first column, last column) of the marks in a uint8 {0, 1} mask
+    """(first row, last row, first column, last column, binary) of the marks in a uint8 mask
     read as words uint64[H, W / 8] (little-endian: column 8j + b is byte b of word j); all
-    -1 when nothing is marked. Rows are ORed word by word, the marked rows' words into one."""
+    -1 when nothing is marked. Rows are ORed word by word, the marked rows' words into one,
+    whose bytes also say whether every byte was 0 or 1 (`binary`)."""
     h, n = words.shape
     top, bottom = -1, -1
     acc = np.zeros(n, np.uint64)
@@ -134,17 +143,20 @@ def _box_of_words(words) -> tuple[int, int, int, int]:
             for j in range(n):
                 acc[j] |= words[r, j]
     first, last = -1, -1
+    binary = True
     for j in range(n * 8):
-        if (acc[j // 8] >> np.uint64(8 * (j % 8))) & np.uint64(0xFF):
+        byte = (acc[j // 8] >> np.uint64(8 * (j % 8))) & np.uint64(0xFF)
+        if byte:
             if first < 0:
                 first = j
             last = j
-    return top, bottom, first, last
+            binary = binary and byte == 1
+    return top, bottom, first, last, binary
 
 
 @_numba.njit(cache=True, nogil=True)
 def _box_of_bytes(marked) -> tuple[int, int, int, int]:
-    """`_box_of_words` for a uint8 {0, 1} [H, W] of any width: byte ORs (vectorised)."""
+    """`_box_of_words` for a uint8 [H, W] of any width: byte ORs (vectorised)."""
     h, w = marked.shape
     top, bottom = -1, -1
     acc = np.zeros(w, np.uint8)
@@ -160,22 +172,30 @@ def _box_of_bytes(marked) -> tuple[int, int, int, int]:
             for c in range(w):
                 acc[c] |= row[c]
     first, last = -1, -1
+    binary = True
     for c in range(w):
         if acc[c]:
             if first < 0:
                 first = c
             last = c
-    return top, bottom, first, last
+            binary = binary and acc[c] == 1
+    return top, bottom, first, last, binary
 
 
 def tight_box(mask: np.ndarray) -> np.ndarray:
     """f64[4] (x1, y1, x2, y2) = (cmin, rmin, cmax + 1, rmax + 1) of the nonzero pixels of a
     bool or uint8 mask [H, W] ((-1, -1, 0, 0) when it has none); eight pixels at a time when
     rows fall on word boundaries (W % 8 == 0)."""
+    return checked_box(mask)[0]
+
+
+def checked_box(mask: np.ndarray) -> tuple[np.ndarray, bool]:
+    """(`tight_box(mask)`, whether every byte of the mask is 0 or 1), in the same pass."""
     h, w = mask.shape
     marked = np.ascontiguousarray(mask).view(np.uint8)
     if w % 8 or _BIG_ENDIAN:
-        top, bottom, first, last = _box_of_bytes(marked)
+        top, bottom, first, last, binary = _box_of_bytes(marked)
     else:
-        top, bottom, first, last = _box_of_words(marked.view(np.uint64).reshape(h, w // 8))
-    return np.array([first, top, last + 1, bottom + 1], np.float64)
+        words = marked.view(np.uint64).reshape(h, w // 8)
+        top, bottom, first, last, binary = _box_of_words(words)
+    return np.array([first, top, last + 1, bottom + 1], np.float64), bool(binary)

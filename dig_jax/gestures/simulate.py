@@ -23,13 +23,16 @@ A refinement gesture is the creation gesture of the targeted error component.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from dig_jax.gestures.contours import filled_padded, longest_contour
 from dig_jax.gestures.edt import within
 from dig_jax.gestures.encode import box_outline_points
-from dig_jax.gestures.scan import MarkedPixels, count_marked, tight_box
+from dig_jax.gestures.scan import MarkedPixels, checked_box, count_marked, tight_box
 from dig_jax.gestures.spline import sample_curve
+from dig_jax.gestures.threads import available_cpus, map_chunked
 from dig_jax.gestures.types import Context, Gesture, GestureKind
 
 SPACING = 2.0  # px between consecutive samples of an interpolated curve
@@ -114,7 +117,10 @@ def interpolate_curve(control: np.ndarray, closed: bool) -> np.ndarray:
 
 def click_points(region: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """One uniformly random pixel of the region, f32[1, 2] (x, y)."""
-    pixels = MarkedPixels(region)
+    return _click_from(MarkedPixels(region), rng)
+
+
+def _click_from(pixels: MarkedPixels, rng: np.random.Generator) -> np.ndarray:
     i = rng.integers(pixels.count)
     rows, cols = pixels.at(np.array([i]))
     return np.array([[cols[0], rows[0]]], np.float32)
@@ -122,7 +128,10 @@ def click_points(region: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def scribble_control_points(region: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """4-6 control points f64[K, 2] drawn from the region's pixels, coordinates maybe sorted."""
-    pixels = MarkedPixels(region)
+    return _scribble_from(MarkedPixels(region), rng)
+
+
+def _scribble_from(pixels: MarkedPixels, rng: np.random.Generator) -> np.ndarray:
     k = int(rng.integers(SCRIBBLE_POINTS[0], SCRIBBLE_POINTS[1] + 1))
     pick = rng.choice(pixels.count, size=k, replace=pixels.count < k)
     rows, cols = pixels.at(pick)
@@ -179,7 +188,12 @@ def lasso_control_points(
     region: np.ndarray, jitter: float, rng: np.random.Generator, dilation: int = 0
 ) -> np.ndarray:
     """N >= 3 points f64[N, 2] evenly spread (random phase) along the outline, then jittered."""
-    outline = region_outline(region, dilation)
+    return _lasso_from(region_outline(region, dilation), jitter, region.shape, rng)
+
+
+def _lasso_from(
+    outline: np.ndarray, jitter: float, shape: tuple[int, int], rng: np.random.Generator
+) -> np.ndarray:
     arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(outline, axis=0), axis=1))])
     perimeter = arc[-1]
     low = int(np.ceil(perimeter / 512))
@@ -190,7 +204,7 @@ def lasso_control_points(
         pts = np.stack([np.interp(s, arc, outline[:, 0]), np.interp(s, arc, outline[:, 1])], -1)
         if jitter > 0:
             pts = pts + rng.uniform(-jitter, jitter, size=pts.shape)
-        pts = _clip_to_image(pts, region.shape).astype(np.float64)
+        pts = _clip_to_image(pts, shape).astype(np.float64)
         if not _collinear(pts):
             break
     return pts
@@ -198,8 +212,13 @@ def lasso_control_points(
 
 def rectangle_box(region: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Perturbed tight box f32[4] (x1, y1, x2, y2), clipped to the image, at least 1 px each way."""
-    h, w = region.shape
-    box = tight_box(region)
+    return _rectangle_from(tight_box(region), region.shape, rng)
+
+
+def _rectangle_from(
+    box: np.ndarray, shape: tuple[int, int], rng: np.random.Generator
+) -> np.ndarray:
+    h, w = shape
     extent = np.array([box[2] - box[0], box[3] - box[1]] * 2)  # (w, h, w, h)
     upper = np.array([w, h, w, h], np.float64)
     for _ in range(MAX_REDRAWS):
@@ -212,29 +231,106 @@ def rectangle_box(region: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return box.astype(np.float32)
 
 
+def _kind(kind: GestureKind | int) -> GestureKind:
+    try:
+        return GestureKind(int(kind))
+    except ValueError:
+        raise ValueError(f"kind must be a GestureKind code 0-4, got {kind}") from None
+
+
+def _survey(kind: GestureKind, target: np.ndarray, name: str) -> tuple[object, tuple[int, int]]:
+    """(what drawing a `kind` gesture needs to know of the region, its shape), no randomness:
+    its marked pixels (click, scribble), its tight box (rectangle) or its outline (lassos).
+    Validates the target as `as_region` does; for a bool / uint8 / int8 mask a click's,
+    scribble's or rectangle's scan checks its bytes on the way (one pass over the mask)."""
+    mask = np.asarray(target)
+    if mask.ndim != 2 or mask.dtype not in (np.bool_, np.uint8, np.int8) or not mask.size:
+        return _survey(kind, as_region(mask, name), name)  # as_region raises, or returns bool
+    if kind in (GestureKind.CLICK, GestureKind.SCRIBBLE):
+        pixels = MarkedPixels(mask.view(bool))
+        found, binary, empty = pixels, pixels.binary, pixels.count == 0
+    elif kind == GestureKind.RECTANGLE:
+        box, binary = checked_box(mask)
+        found, empty = box, box[0] < 0
+    else:
+        region = as_region(mask, name)
+        loose = kind == GestureKind.LOOSE_LASSO
+        dilation = loose_dilation_radius(count_marked(region)) if loose else 0
+        return region_outline(region, dilation), region.shape
+    if not binary:
+        raise ValueError(f"{name} must hold only 0 and 1 (or be bool)")
+    if empty:
+        raise ValueError(f"{name} is empty: no pixel to aim a gesture at")
+    return found, mask.shape
+
+
+def _draw(
+    kind: GestureKind, survey: object, shape: tuple[int, int], rng: np.random.Generator
+) -> np.ndarray:
+    """The random part: a click point, control points or a box, from `_survey`'s answer."""
+    if kind == GestureKind.CLICK:
+        return _click_from(survey, rng)
+    if kind == GestureKind.SCRIBBLE:
+        return _scribble_from(survey, rng)
+    if kind == GestureKind.RECTANGLE:
+        return _rectangle_from(survey, shape, rng)
+    loose = kind == GestureKind.LOOSE_LASSO
+    return _lasso_from(survey, LOOSE_JITTER if loose else TIGHT_JITTER, shape, rng)
+
+
+def _finish(kind: GestureKind, drawn: np.ndarray, shape: tuple[int, int]) -> Gesture:
+    """The gesture through `_draw`'s points: curves interpolated, boxes outlined."""
+    if kind == GestureKind.CLICK:
+        return Gesture(kind, drawn, closed=False)
+    if kind == GestureKind.RECTANGLE:
+        return Gesture(kind, box_outline_points(drawn), closed=True)
+    closed = kind != GestureKind.SCRIBBLE
+    return Gesture(kind, _clip_to_image(interpolate_curve(drawn, closed), shape), closed)
+
+
 def simulate_creation(
     kind: GestureKind | int, target: np.ndarray, rng: np.random.Generator
 ) -> Gesture:
     """A gesture of `kind` aimed at the region `target` (bool / {0,1} [H, W]); see module doc."""
-    try:
-        kind = GestureKind(int(kind))
-    except ValueError:
-        raise ValueError(f"kind must be a GestureKind code 0-4, got {kind}") from None
+    kind = _kind(kind)
     check_rng(rng)
-    region = as_region(target, "target")
-    if kind == GestureKind.CLICK:
-        return Gesture(kind, click_points(region, rng), closed=False)
-    if kind == GestureKind.SCRIBBLE:
-        control = scribble_control_points(region, rng)
-        curve = _clip_to_image(interpolate_curve(control, closed=False), region.shape)
-        return Gesture(kind, curve, closed=False)
-    if kind == GestureKind.RECTANGLE:
-        return Gesture(kind, box_outline_points(rectangle_box(region, rng)), closed=True)
-    loose = kind == GestureKind.LOOSE_LASSO
-    dilation = loose_dilation_radius(count_marked(region)) if loose else 0
-    control = lasso_control_points(region, LOOSE_JITTER if loose else TIGHT_JITTER, rng, dilation)
-    curve = _clip_to_image(interpolate_curve(control, closed=True), region.shape)
-    return Gesture(kind, curve, closed=True)
+    found, shape = _survey(kind, target, "target")
+    return _finish(kind, _draw(kind, found, shape, rng), shape)
+
+
+def simulate_many(
+    kind: GestureKind | int,
+    targets: Sequence[np.ndarray],
+    rng: np.random.Generator,
+    workers: int | None = None,
+) -> list[Gesture]:
+    """`[simulate_creation(kind, t, rng) for t in targets]`, the same gestures, faster.
+
+    The work that needs no randomness (scans, outlines) and the curves run on `workers`
+    threads; the random draws run in order in the calling thread, so `rng` ends where the loop
+    would leave it. Default: the CPUs this process may use for lassos, whose outlines are
+    compiled kernels that release the GIL, and 1 for the other kinds, which are mostly Python
+    per target and only contend for the GIL on threads (`benchmarks/gestures.py`). A bad
+    target raises the loop's ValueError, prefixed with its index.
+    """
+    kind = _kind(kind)
+    check_rng(rng)
+    targets = list(targets)
+    if workers is None:
+        lasso = kind in (GestureKind.LOOSE_LASSO, GestureKind.TIGHT_LASSO)
+        workers = available_cpus() if lasso else 1
+
+    def survey(i: int) -> tuple[object, tuple[int, int]]:
+        try:
+            return _survey(kind, targets[i], "target")
+        except ValueError as err:
+            raise ValueError(f"targets[{i}]: {err}") from None
+
+    surveys = map_chunked(survey, range(len(targets)), workers)
+    drawn = [_draw(kind, found, shape, rng) for found, shape in surveys]
+    return map_chunked(
+        lambda i: _finish(kind, drawn[i], surveys[i][1]), range(len(targets)), workers
+    )
 
 
 def simulate_refinement(
@@ -247,6 +343,7 @@ def simulate_refinement(
     """
     if int(context) not in (Context.ADD, Context.REMOVE):
         raise ValueError(f"context must be Context.ADD (1) or Context.REMOVE (0), got {context}")
+    kind = _kind(kind)
     check_rng(rng)
-    region = as_region(error, "error")
-    return simulate_creation(kind, region, rng)
+    found, shape = _survey(kind, error, "error")
+    return _finish(kind, _draw(kind, found, shape, rng), shape)

@@ -202,6 +202,61 @@ def _union(a, b):
 
 
 @_numba.njit(cache=True, nogil=True)
+def _block_sum(a, lo, n):
+    """numpy's sum of a block of n <= 128 floats: eight lanes, then the remainder in order."""
+    if n < 8:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r = a[lo : lo + 8].copy()
+    i = 8
+    while i < n - n % 8:
+        for j in range(8):
+            r[j] += a[lo + i + j]
+        i += 8
+    res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@_numba.njit(cache=True, nogil=True)
+def _pairwise_sum(a):
+    """`a.sum()` with numpy's bytes: its pairwise summation (blocks of up to 128 as
+    `_block_sum`; longer runs split in halves at a multiple of 8, summed left + right),
+    evaluated with an explicit stack. A curve's arc length sets its number of samples through
+    a ceiling, so a straight line of integral length needs the very sum numpy computes."""
+    todo_lo, todo_n, todo_join = (
+        np.empty(128, np.int64),
+        np.empty(128, np.int64),
+        np.empty(128, np.bool_),
+    )
+    values = np.empty(128)
+    top, held = 0, 0
+    todo_lo[0], todo_n[0], todo_join[0] = 0, a.shape[0], False
+    top = 1
+    while top:
+        top -= 1
+        lo, n, join = todo_lo[top], todo_n[top], todo_join[top]
+        if join:  # both halves are summed: left below right on the value stack
+            held -= 1
+            values[held - 1] = values[held - 1] + values[held]
+        elif n <= 128:
+            values[held] = _block_sum(a, lo, n)
+            held += 1
+        else:
+            half = n // 2
+            half -= half % 8
+            todo_lo[top], todo_n[top], todo_join[top] = lo, n, True
+            todo_lo[top + 1], todo_n[top + 1], todo_join[top + 1] = lo + half, n - half, False
+            todo_lo[top + 2], todo_n[top + 2], todo_join[top + 2] = lo, half, False
+            top += 3
+    return values[0]
+
+
+@_numba.njit(cache=True, nogil=True)
 def sample_curve(control, closed, spacing):
     """The interpolating curve through `control` f64[M, 2] (distinct consecutive points; M >= 2
     open, >= 3 closed), centripetal parameter, sampled at about every `spacing` px of arc
@@ -219,11 +274,12 @@ def sample_curve(control, closed, spacing):
     slopes = _slopes_periodic(t, nodes) if closed else _slopes_open(t, nodes)
     c = _pieces(t, nodes, slopes)
     coarse = _evaluate(t, c, _linspace(t[-1], 8 * t.shape[0]))
-    arc = 0.0
-    for i in range(1, coarse.shape[0]):
-        dx = coarse[i, 0] - coarse[i - 1, 0]
-        dy = coarse[i, 1] - coarse[i - 1, 1]
-        arc += math.sqrt(dx * dx + dy * dy)
+    chords = np.empty(coarse.shape[0] - 1)
+    for i in range(chords.shape[0]):
+        dx = coarse[i + 1, 0] - coarse[i, 0]
+        dy = coarse[i + 1, 1] - coarse[i, 1]
+        chords[i] = math.sqrt(dx * dx + dy * dy)
+    arc = _pairwise_sum(chords)
     samples = _linspace(t[-1], max(2, math.ceil(arc / spacing) + 1))
     params = _union(samples, t)
     if closed:

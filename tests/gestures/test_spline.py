@@ -12,8 +12,9 @@ from dig_jax.gestures.simulate import SPACING, _dedupe, interpolate_curve
 from dig_jax.gestures.spline import sample_curve
 
 
-def scipy_curve(control: np.ndarray, closed: bool) -> np.ndarray:
-    """The sampling `interpolate_curve` documents, with scipy's spline objects."""
+def scipy_curve(control: np.ndarray, closed: bool) -> tuple[np.ndarray, float]:
+    """The sampling `interpolate_curve` documents, with scipy's spline objects, and the arc
+    length (px) that set the number of samples."""
     nodes = np.concatenate([control, control[:1]]) if closed else control
     t = np.concatenate([[0.0], np.cumsum(np.sqrt(np.linalg.norm(np.diff(nodes, axis=0), axis=1)))])
     if closed:
@@ -25,7 +26,7 @@ def scipy_curve(control: np.ndarray, closed: bool) -> np.ndarray:
     params = np.union1d(np.linspace(0.0, t[-1], max(2, int(np.ceil(arc / SPACING)) + 1)), t)
     if closed:
         params = params[params < t[-1]]
-    return spline(params)
+    return spline(params), arc
 
 
 # Quarter-pixel coordinates: simulated control points are pixels or jittered outline points;
@@ -42,8 +43,12 @@ def test_sample_curve_is_scipys_spline(points, closed):
     if len(control) < (3 if closed else 2):
         return
     ours = sample_curve(control, closed, SPACING)
-    ref = scipy_curve(control, closed)
-    assert ours.shape == ref.shape
+    ref, arc = scipy_curve(control, closed)
+    if ours.shape != ref.shape:
+        # One sample more or less only where the arc length is a multiple of SPACING to
+        # rounding (a straight line of even integral length), which decides a ceiling.
+        assert abs(arc / SPACING - round(arc / SPACING)) < 1e-9 and abs(len(ours) - len(ref)) == 1
+        return
     # Rounding only: the slopes come from a different (equivalent) linear system.
     scale = max(1.0, np.abs(ref).max())
     np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-9 * scale)
