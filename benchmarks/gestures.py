@@ -1,8 +1,10 @@
 """Gesture simulation + rasterisation at 512x512, numpy path vs batched jnp path, per kind.
 
 numpy path: `simulate_creation` + `rasterize` (one compiled numba pass per gesture), one gesture
-at a time, medians of several passes; its batch form: the same simulations, then
-`rasterize_many` on all of them at once (same bytes; one [B, H, W] allocation).
+at a time, medians of several passes. Batch path (the host path for a batch): `simulate_many`
+(the same gestures as the loop) + `rasterize_many` into a reused uint8[B, H, W] buffer, on one
+thread ("1 core") and with the defaults (threads where they pay: lasso outlines, every
+rasterisation; "N thr").
 jnp path: the same simulation (numpy), then `rasterize_batch` on a padded batch of 256 (jitted,
 timed after a warm-up call). Both are printed in ms per gesture next to the DIG authors' CPU
 figures (click 4 ms, scribble 9, loose lasso 35, tight lasso 23, rectangle 4) with the ratio
@@ -31,8 +33,10 @@ from dig_jax.gestures import (
     rasterize_batch,
     rasterize_many,
     simulate_creation,
+    simulate_many,
 )
 from dig_jax.gestures.raster import rasterize_reference
+from dig_jax.gestures.threads import available_cpus
 from dig_jax.paths import data_root, has_data
 
 SIZE = (512, 512)
@@ -73,18 +77,16 @@ def simulate(kind: GestureKind, masks, n: int, rng) -> tuple[list, float]:
     return gestures, (time.perf_counter() - start) / n * 1e3
 
 
-def time_numpy(
-    kind: GestureKind, masks, n: int, rng, repeats: int
-) -> tuple[float, float, float, float]:
-    """(simulation, rasterisation, reference rasterisation, `rasterize_many`) ms per gesture,
-    each the median over `repeats` passes of n gestures (fresh draws for every pass; the
+def time_numpy(kind: GestureKind, masks, n: int, rng, repeats: int) -> tuple[float, float, float]:
+    """(simulation, rasterisation, reference rasterisation) ms per gesture, one at a time, each
+    the median over `repeats` passes of n gestures (fresh draws for every pass; the
     reference, ~30x slower, once).
 
     One untimed gesture first (own rng): one-time costs such as loading numba's compiled
     kernels (~0.3 s from their cache) are not per-gesture costs."""
     warm = simulate_creation(kind, masks[0], np.random.default_rng(99))
-    rasterize(warm, SIZE), rasterize_reference(warm, SIZE), rasterize_many([warm], SIZE)
-    sims, rasts, manys = [], [], []
+    rasterize(warm, SIZE), rasterize_reference(warm, SIZE)
+    sims, rasts = [], []
     for _ in range(repeats):
         gestures, sim_ms = simulate(kind, masks, n, rng)
         sims.append(sim_ms)
@@ -92,15 +94,32 @@ def time_numpy(
         for g in gestures:
             rasterize(g, SIZE)
         rasts.append((time.perf_counter() - start) / n * 1e3)
-        start = time.perf_counter()
-        rasterize_many(gestures, SIZE)
-        manys.append((time.perf_counter() - start) / n * 1e3)
     start = time.perf_counter()
     for g in gestures:
         rasterize_reference(g, SIZE)
     reference = (time.perf_counter() - start) / n * 1e3
-    return (statistics.median(sims), statistics.median(rasts), reference,
-            statistics.median(manys))  # fmt: skip
+    return statistics.median(sims), statistics.median(rasts), reference
+
+
+def time_batch(
+    kind: GestureKind, masks, n: int, rng, repeats: int, workers: int | None
+) -> tuple[float, float]:
+    """(simulation, rasterisation) ms per gesture of the batch path on n targets: the median
+    over `repeats` calls of `simulate_many` and of `rasterize_many` into one reused buffer
+    (`workers` threads; None: the defaults)."""
+    targets = [masks[i % len(masks)] for i in range(n)]
+    out = np.ones((n, *SIZE), np.uint8)  # its pages are mapped before the clock runs
+    warm = simulate_many(kind, targets[:2], np.random.default_rng(99), workers)
+    rasterize_many(warm, SIZE, out=out[:2], workers=workers)
+    sims, rasts = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        gestures = simulate_many(kind, targets, rng, workers)
+        middle = time.perf_counter()
+        rasterize_many(gestures, SIZE, out=out, workers=workers)
+        sims.append((middle - start) / n * 1e3)
+        rasts.append((time.perf_counter() - middle) / n * 1e3)
+    return statistics.median(sims), statistics.median(rasts)
 
 
 def time_jnp(kind: GestureKind, masks, n_unique: int, rng, repeats: int) -> tuple[float, float]:
@@ -126,29 +145,31 @@ def main(argv: list[str] | None = None) -> None:
     n_numpy, n_unique, repeats = (12, 48, 2) if args.quick else (64, BATCH, 5)
     masks, source = load_masks(50)
     rng = np.random.default_rng(0)
-    print(f"{source}; jax backend: {jax.default_backend()}; batch {BATCH}")
-    print(f"numpy path: {n_numpy} gestures per kind; jnp path: {n_unique} simulated, batch {BATCH}")
+    threads = available_cpus()
+    print(f"{source}; jax backend: {jax.default_backend()}; batch {BATCH}; {threads} CPUs")
+    print(f"one by one: {n_numpy} gestures per kind; batch path and jnp path: batch {BATCH}")
     header = (
-        f"{'kind':<12} {'paper':>7} {'sim':>7} {'np rast':>8} {'ref rast':>9} {'np total':>9}"
-        f" {'x paper':>8} {'many rast':>9} {'many tot':>9} {'x paper':>8}"
-        f" {'jnp rast':>9} {'jnp total':>10} {'x paper':>8}"
+        f"{'kind':<12} {'paper':>6} {'sim':>6} {'rast':>6} {'ref':>6} {'total':>6} {'x':>5}"
+        f" {'1 core':>7} {'x':>5} {f'{threads} thr':>7} {'x':>5}"
+        f" {'jnp rast':>8} {'jnp tot':>8} {'x':>5}"
     )
     print(header + "\n" + "-" * len(header))
     for kind in GestureKind:
-        sim_np, rast_np, rast_ref, rast_many = time_numpy(kind, masks, n_numpy, rng, repeats)
+        sim_np, rast_np, rast_ref = time_numpy(kind, masks, n_numpy, rng, repeats)
+        one = sum(time_batch(kind, masks, BATCH if not args.quick else 32, rng, repeats, 1))
+        many = sum(time_batch(kind, masks, BATCH if not args.quick else 32, rng, repeats, None))
         sim_j, rast_j = time_jnp(kind, masks, n_unique, rng, repeats)
         total_np, total_j = sim_np + rast_np, sim_j + rast_j
         paper = PAPER_MS[kind]
         print(
-            f"{kind.name:<12} {paper:7.1f} {sim_np:7.2f} {rast_np:8.2f} {rast_ref:9.2f}"
-            f" {total_np:9.2f}"
-            f" {paper / total_np:8.1f} {rast_many:9.2f} {sim_np + rast_many:9.2f}"
-            f" {paper / (sim_np + rast_many):8.1f}"
-            f" {rast_j:9.3f} {total_j:10.2f} {paper / total_j:8.1f}"
+            f"{kind.name:<12} {paper:6.1f} {sim_np:6.2f} {rast_np:6.2f} {rast_ref:6.2f}"
+            f" {total_np:6.2f} {paper / total_np:5.1f} {one:7.3f} {paper / one:5.1f}"
+            f" {many:7.3f} {paper / many:5.1f} {rast_j:8.3f} {total_j:8.2f} {paper / total_j:5.1f}"
         )
-    print("times in ms per gesture; 'x paper' = paper ms / our ms (> 1 means faster); 'ref rast' =")
-    print("rasterize_reference (the window rasteriser `rasterize` returns the same bytes as);")
-    print("'many' = the same simulations, rasterised by one `rasterize_many` call on all of them")
+    print("ms per gesture (simulation + rasterisation at 512x512); 'x' = paper ms / ours (> 1:")
+    print("faster). One by one: simulate_creation + rasterize ('ref' = rasterize_reference, the")
+    print("window rasteriser rasterize returns the same bytes as). '1 core' / 'N thr': the batch")
+    print("path (simulate_many + rasterize_many into a reused buffer) on one thread / by default.")
 
 
 if __name__ == "__main__":
