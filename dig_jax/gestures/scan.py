@@ -36,9 +36,9 @@ _HIGH_BITS = np.uint64(0xFEFEFEFEFEFEFEFE)  # set in a word iff one of its bytes
 @_numba.njit(cache=True, nogil=True)
 def _chunk_counts(words) -> tuple[np.ndarray, int, bool]:
     """(marked pixels per chunk of `_CHUNK` words, int64[ceil(len(words) / _CHUNK)], their
-    total, whether every byte is 0 or 1): each chunk's words are added as eight byte lanes (a lane gains at
-    most 1 per word, for bytes that are 0 or 1), then the lanes summed; the words are ORed on
-    the way, which says whether a byte was neither."""
+    total, whether every byte is 0 or 1): each chunk's words are added as eight byte lanes (a
+    lane gains at most 1 per word, for bytes that are 0 or 1), then the lanes summed; the
+    words are ORed on the way, which says whether a byte was neither."""
     n = words.shape[0]
     out = np.empty((n + _CHUNK - 1) // _CHUNK, np.int64)
     ors = np.uint64(0)
