@@ -37,3 +37,15 @@ def test_a_checkerboard_outgrows_the_first_room():
     starts, stops, row_first = row_runs(mask)
     assert len(starts) == 300 * 150 + 150 > 4 * (300 + 301) + 64
     assert _as_list(starts, stops, row_first) == _numpy_runs(mask)
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(1, 30), st.integers(1, 90), st.integers(1, 255))
+def test_runs_of_any_nonzero_value_and_long_runs(seed, h, w, value):
+    """Long runs crossing the 8-column words the flips are read in, any nonzero value."""
+    rng = np.random.default_rng(seed)
+    mask = np.zeros((h, w), np.uint8)
+    for r in range(h):
+        for _ in range(int(rng.integers(0, 4))):
+            a, b = np.sort(rng.integers(0, w + 1, 2))
+            mask[r, a:b] = value
+    assert _as_list(*row_runs(mask)) == _numpy_runs(mask)
