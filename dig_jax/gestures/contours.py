@@ -63,9 +63,15 @@ def longest_contour(image: np.ndarray) -> np.ndarray:
         raise ValueError("image: expected values in {0, 1}")
     if m[0].any() or m[-1].any() or m[:, 0].any() or m[:, -1].any():
         raise ValueError("image: border pixels must be 0 (every contour closed)")
-    from_r, from_c, to_r, to_c, successor = _segments(np.ascontiguousarray(m))
-    if len(successor) == 0:
+    if not m.any():
         raise ValueError("image: no marked pixel, so no contour")
+    return longest_contour_unchecked(np.ascontiguousarray(m))
+
+
+def longest_contour_unchecked(m: np.ndarray) -> np.ndarray:
+    """`longest_contour` of a C-contiguous uint8 {0, 1} [H, W] (H, W >= 2) with a zero border
+    and a marked pixel, as `filled_padded` makes them, without reading it to check that."""
+    from_r, from_c, to_r, to_c, successor = _segments(m)
     count, cycle, last = _cycles(successor)
     straight = np.bincount(cycle, weights=(from_r == to_r) | (from_c == to_c), minlength=count)
     diagonal = np.bincount(cycle, minlength=count) - straight

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dig_jax.gestures.contours import filled_padded, longest_contour
+from dig_jax.gestures.contours import filled_padded, longest_contour_unchecked
 from dig_jax.gestures.edt import within
 from dig_jax.gestures.encode import box_outline_points
 from dig_jax.gestures.scan import MarkedPixels, checked_box, count_marked, tight_box
@@ -154,17 +154,19 @@ def _within(mask: np.ndarray, radius: int) -> np.ndarray:
     return within(mask, radius)
 
 
-def region_outline(region: np.ndarray, dilation: int = 0) -> np.ndarray:
+def region_outline(
+    region: np.ndarray, dilation: int = 0, box: np.ndarray | None = None
+) -> np.ndarray:
     """Longest outer outline f64[P, 2] (x, y), closed (first == last), of the (dilated) region.
 
     Works on a crop around the region; the outline runs half-way between marked and unmarked
     pixel centres (level 0.5 of scikit-image's `find_contours` on the zero-padded crop, through
     `longest_contour`, which returns the same points faster), with marked pixels 8-connected
     (`fully_connected="high"`), like the region's parts: pieces that touch only at a corner get
-    one outline around both.
+    one outline around both. `box`: the region's `tight_box` when the caller has it.
     """
     h, w = region.shape
-    x1, y1, x2, y2 = (int(v) for v in tight_box(region))
+    x1, y1, x2, y2 = (int(v) for v in (tight_box(region) if box is None else box))
     margin = dilation + 1
     r0, r1 = max(y1 - margin, 0), min(y2 + margin, h)
     c0, c1 = max(x1 - margin, 0), min(x2 + margin, w)
@@ -173,7 +175,7 @@ def region_outline(region: np.ndarray, dilation: int = 0) -> np.ndarray:
         padded = _within(padded, dilation).view(np.uint8)
         padded[[0, -1]] = 0  # the border stays unmarked, as padding after the dilation
         padded[:, [0, -1]] = 0
-    contour = longest_contour(padded)  # (row, col) in padded-crop coordinates
+    contour = longest_contour_unchecked(padded)  # (row, col) in padded-crop coordinates
     return np.stack([contour[:, 1] - 1 + c0, contour[:, 0] - 1 + r0], axis=-1)
 
 
@@ -241,22 +243,24 @@ def _kind(kind: GestureKind | int) -> GestureKind:
 def _survey(kind: GestureKind, target: np.ndarray, name: str) -> tuple[object, tuple[int, int]]:
     """(what drawing a `kind` gesture needs to know of the region, its shape), no randomness:
     its marked pixels (click, scribble), its tight box (rectangle) or its outline (lassos).
-    Validates the target as `as_region` does; for a bool / uint8 / int8 mask a click's,
-    scribble's or rectangle's scan checks its bytes on the way (one pass over the mask)."""
+    Validates the target as `as_region` does; for a bool / uint8 / int8 mask the first scan
+    (the pixel count, or the box) checks its bytes on the way (one pass over the mask)."""
     mask = np.asarray(target)
     if mask.ndim != 2 or mask.dtype not in (np.bool_, np.uint8, np.int8) or not mask.size:
         return _survey(kind, as_region(mask, name), name)  # as_region raises, or returns bool
     if kind in (GestureKind.CLICK, GestureKind.SCRIBBLE):
         pixels = MarkedPixels(mask.view(bool))
         found, binary, empty = pixels, pixels.binary, pixels.count == 0
-    elif kind == GestureKind.RECTANGLE:
+    else:  # the box of a rectangle, and the crop a lasso's outline is traced in
         box, binary = checked_box(mask)
         found, empty = box, box[0] < 0
-    else:
-        region = as_region(mask, name)
-        loose = kind == GestureKind.LOOSE_LASSO
-        dilation = loose_dilation_radius(count_marked(region)) if loose else 0
-        return region_outline(region, dilation), region.shape
+    if kind in (GestureKind.LOOSE_LASSO, GestureKind.TIGHT_LASSO) and binary and not empty:
+        region = mask.view(bool)
+        dilation = 0
+        if kind == GestureKind.LOOSE_LASSO:
+            x1, y1, x2, y2 = (int(v) for v in box)
+            dilation = loose_dilation_radius(count_marked(region[y1:y2, x1:x2]))
+        return region_outline(region, dilation, box), mask.shape
     if not binary:
         raise ValueError(f"{name} must hold only 0 and 1 (or be bool)")
     if empty:
