@@ -21,10 +21,13 @@ Property-tested against `skimage.measure.find_contours` (tests/gestures/test_con
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from dig_jax import _numba
 from dig_jax.gestures.runs import gap_runs, join_runs, row_runs, union_root
+from dig_jax.gestures.spline import _pairwise_sum
 
 # Edge midpoints of the square whose top-left pixel is (r, c), in doubled coordinates
 # relative to (2r, 2c): top, left, right, bottom.
@@ -43,10 +46,6 @@ for _case, _segs in _SEGMENTS.items():
     _COUNT[_case] = len(_segs)
     for _k, (_f, _t) in enumerate(_segs):
         _FROM[_case, _k], _TO[_case, _k] = _f, _t
-
-
-def _arc_length(contour: np.ndarray) -> float:
-    return float(np.linalg.norm(np.diff(contour, axis=0), axis=1).sum())
 
 
 def longest_contour(image: np.ndarray) -> np.ndarray:
@@ -70,43 +69,90 @@ def longest_contour(image: np.ndarray) -> np.ndarray:
 
 def longest_contour_unchecked(m: np.ndarray) -> np.ndarray:
     """`longest_contour` of a C-contiguous uint8 {0, 1} [H, W] (H, W >= 2) with a zero border
-    and a marked pixel, as `filled_padded` makes them, without reading it to check that."""
-    from_r, from_c, to_r, to_c, successor = _segments(m)
-    count, cycle, last = _cycles(successor)
-    straight = np.bincount(cycle, weights=(from_r == to_r) | (from_c == to_c), minlength=count)
-    diagonal = np.bincount(cycle, minlength=count) - straight
-    # Cycles are numbered by their first segment, which is find_contours' order.
-    exact = diagonal * np.sqrt(0.5) + straight
-    best = int(np.argmax(exact))
-    tied = np.flatnonzero((diagonal == diagonal[best]) & (straight == straight[best]))
-
-    def trace(which: int) -> np.ndarray:
-        ends = _walk(successor, int(last[which]))
-        return np.stack([to_r[ends] / 2.0, to_c[ends] / 2.0], axis=-1)
-
-    if len(tied) == 1:
-        return trace(int(tied[0]))
-    candidates = [trace(int(t)) for t in tied]
-    return candidates[int(np.argmax([_arc_length(x) for x in candidates]))]
+    and a marked pixel, as `filled_padded` makes them, without reading it to check that.
+    One compiled call that releases the GIL (`_longest`), so outlines scale on threads."""
+    return _longest(m, _COUNT, _FROM, _TO)
 
 
-def _segments(m: np.ndarray):
+@_numba.njit(cache=True, nogil=True)
+def _all_segments(m, counts, starts, ends):
     """The marching-squares segments of m (uint8 {0, 1} [H, W], zero border) in emission order,
     and each one's successor (the segment starting where it ends, in the square across that
     edge): (from row, from col, to row, to col, successor), int64[S] each, in doubled
-    coordinates. Room for segments grows 4x on the rare outline longer than 8 (H + W)."""
+    coordinates. Room for 8 (H + W) + 64 segments first, grown 4x on the rare outline that
+    needs more."""
     h, w = m.shape
     capacity = 8 * (h + w) + 64
     while True:
-        out = _segments_into(m, _COUNT, _FROM, _TO, min(capacity, 2 * (h - 1) * (w - 1)))
-        if out is not None:
-            return out
+        ok, from_r, from_c, to_r, to_c, successor = _segments_into(
+            m, counts, starts, ends, min(capacity, 2 * (h - 1) * (w - 1))
+        )
+        if ok:
+            return from_r, from_c, to_r, to_c, successor
         capacity *= 4
 
 
 @_numba.njit(cache=True, nogil=True)
+def _longest(m, counts, starts, ends):
+    """`longest_contour_unchecked`: the cycles of the segments, the longest by its exact length
+    n_diagonal·√½ + n_straight (cycles numbered by their first segment, find_contours' order),
+    ties settled by the float arc lengths numpy would sum; traced from its last-emitted
+    segment's end. f64[P, 2] (row, col)."""
+    from_r, from_c, to_r, to_c, successor = _all_segments(m, counts, starts, ends)
+    count, cycle, last = _cycles(successor)
+    straight = np.zeros(count)
+    total = np.zeros(count)
+    for s in range(successor.shape[0]):
+        total[cycle[s]] += 1.0
+        if from_r[s] == to_r[s] or from_c[s] == to_c[s]:
+            straight[cycle[s]] += 1.0
+    diagonal = total - straight
+    exact = diagonal * math.sqrt(0.5) + straight
+    best = int(np.argmax(exact))
+    if _tied_count(diagonal, straight, best) == 1:
+        return _trace(successor, last[best], to_r, to_c)
+    chosen, chosen_arc = -1, -1.0
+    for k in range(count):  # equal counts: the first of the longest float sums
+        if diagonal[k] != diagonal[best] or straight[k] != straight[best]:
+            continue
+        contour = _trace(successor, last[k], to_r, to_c)
+        chords = np.empty(contour.shape[0] - 1)
+        for i in range(chords.shape[0]):
+            dr = contour[i + 1, 0] - contour[i, 0]
+            dc = contour[i + 1, 1] - contour[i, 1]
+            chords[i] = math.sqrt(dr * dr + dc * dc)
+        arc = _pairwise_sum(chords)
+        if arc > chosen_arc:
+            chosen, chosen_arc = k, arc
+    return _trace(successor, last[chosen], to_r, to_c)
+
+
+@_numba.njit(cache=True, nogil=True)
+def _tied_count(diagonal, straight, best):
+    """How many cycles have the same diagonal and straight counts as cycle `best`."""
+    n = 0
+    for k in range(diagonal.shape[0]):
+        if diagonal[k] == diagonal[best] and straight[k] == straight[best]:
+            n += 1
+    return n
+
+
+@_numba.njit(cache=True, nogil=True)
+def _trace(successor, closing, to_r, to_c):
+    """The cycle through segment `closing` as points f64[L + 1, 2] (row, col), from its end
+    back to it."""
+    ends = _walk(successor, closing)
+    out = np.empty((ends.shape[0], 2))
+    for i in range(ends.shape[0]):
+        out[i, 0] = to_r[ends[i]] / 2.0
+        out[i, 1] = to_c[ends[i]] / 2.0
+    return out
+
+
+@_numba.njit(cache=True, nogil=True)
 def _segments_into(m, counts, starts, ends, capacity):
-    """`_segments` with room for `capacity` segments; None when there are more."""
+    """(fits, `_all_segments`' five arrays) with room for `capacity` segments; `fits` is False
+    (and the arrays empty) when there are more."""
     h, w = m.shape
     from_r, from_c = np.empty(capacity, np.int64), np.empty(capacity, np.int64)
     to_r, to_c = np.empty(capacity, np.int64), np.empty(capacity, np.int64)
@@ -130,7 +176,8 @@ def _segments_into(m, counts, starts, ends, capacity):
                     continue
                 case = (up[c] << 3) | (up[c + 1] << 2) | (down[c] << 1) | down[c + 1]
                 if n + counts[case] > capacity:
-                    return None
+                    empty = np.empty(0, np.int64)
+                    return False, empty, empty, empty, empty, empty
                 first[r * (w - 1) + c] = n
                 for k in range(counts[case]):
                     from_r[n], from_c[n] = 2 * r + starts[case, k, 0], 2 * c + starts[case, k, 1]
@@ -142,7 +189,7 @@ def _segments_into(m, counts, starts, ends, capacity):
         if from_r[nxt] != to_r[s] or from_c[nxt] != to_c[s]:
             nxt += 1  # the square's second segment (a saddle)
         successor[s] = nxt
-    return from_r[:n], from_c[:n], to_r[:n], to_c[:n], successor
+    return True, from_r[:n], from_c[:n], to_r[:n], to_c[:n], successor
 
 
 @_numba.njit(cache=True, nogil=True)
@@ -210,7 +257,8 @@ def filled_padded(mask: np.ndarray) -> np.ndarray:
     mask = np.asarray(mask)
     if mask.ndim != 2:
         raise ValueError(f"mask: expected a 2-D array, got shape {mask.shape}")
-    marked = np.ascontiguousarray(mask if mask.dtype == bool else mask > 0).view(np.uint8)
+    # A bool crop of a larger mask is read in place (numba takes strided rows), not copied.
+    marked = (mask if mask.dtype == bool else mask > 0).view(np.uint8)
     return _fill_from_border(marked)
 
 
