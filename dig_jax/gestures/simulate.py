@@ -1,4 +1,4 @@
-"""Gesture simulators (numpy + scipy + scikit-image), following the DIG dataset recipe.
+"""Gesture simulators (numpy + the compiled kernels of this package), following the DIG recipe.
 
 Every simulator takes a region mask (bool or uint8 {0, 1}, [H, W]) and an explicit
 `numpy.random.Generator`; the same seed gives the same points. Points are float32 (x, y) inside the
