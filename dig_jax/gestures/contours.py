@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from dig_jax import _numba
+from dig_jax.gestures.edt import _within_runs
 from dig_jax.gestures.runs import gap_runs, join_runs, row_runs, union_root
 from dig_jax.gestures.spline import _pairwise_sum
 
@@ -288,3 +289,42 @@ def _fill_from_border(marked):
             if outside[union_root(parent, k)]:
                 out[r + 1, starts[k] + 1 : stops[k] + 1] = 0
     return out
+
+
+def crop_outline(
+    marked: np.ndarray, widths: np.ndarray, row0: int, col0: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The longest outer outline of a crop and its arc length, in one compiled call that
+    releases the GIL: (f64[P, 2] (x, y) in image coordinates, closed, f64[P] px from its first
+    point). `marked`: uint8 {0, 1} [H, W] crop (strided rows welcome) whose top-left pixel is
+    (row0, col0) in the image; its holes are filled, then, when `widths` (`edt.disc_widths`)
+    has more than one row, it is dilated by that disc inside its zero border, then traced
+    (`longest_contour`)."""
+    return _crop_outline(marked, widths, row0, col0, _COUNT, _FROM, _TO)
+
+
+@_numba.njit(cache=True, nogil=True)
+def _crop_outline(marked, widths, row0, col0, counts, starts, ends):
+    """`crop_outline` (the same operations as filled_padded, edt.within, longest_contour and
+    numpy's diff / norm / cumsum, in the same order)."""
+    padded = _fill_from_border(marked)
+    if widths.shape[0] > 1:
+        padded = _within_runs(padded, widths)
+        h, w = padded.shape
+        padded[0, :] = 0  # the border stays unmarked, as padding after the dilation
+        padded[h - 1, :] = 0
+        padded[:, 0] = 0
+        padded[:, w - 1] = 0
+    contour = _longest(padded, counts, starts, ends)
+    n = contour.shape[0]
+    outline = np.empty((n, 2))
+    arc = np.empty(n)
+    for i in range(n):
+        outline[i, 0] = contour[i, 1] - 1.0 + col0
+        outline[i, 1] = contour[i, 0] - 1.0 + row0
+    arc[0] = 0.0
+    for i in range(1, n):
+        dx = outline[i, 0] - outline[i - 1, 0]
+        dy = outline[i, 1] - outline[i - 1, 1]
+        arc[i] = arc[i - 1] + math.sqrt(dx * dx + dy * dy)
+    return outline, arc

@@ -27,11 +27,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dig_jax.gestures.contours import filled_padded, longest_contour_unchecked
-from dig_jax.gestures.edt import within
+from dig_jax.gestures.contours import crop_outline
+from dig_jax.gestures.edt import disc_widths
 from dig_jax.gestures.encode import box_outline_points
 from dig_jax.gestures.scan import MarkedPixels, checked_box, count_marked, tight_box
-from dig_jax.gestures.spline import sample_curve
+from dig_jax.gestures.spline import clipped_curve, sample_curve
 from dig_jax.gestures.threads import available_cpus, map_chunked
 from dig_jax.gestures.types import Context, Gesture, GestureKind
 
@@ -148,12 +148,6 @@ def loose_dilation_radius(area: int) -> int:
     return int(np.clip(round(0.1 * np.sqrt(area)), 6, 30))
 
 
-def _within(mask: np.ndarray, radius: int) -> np.ndarray:
-    """bool[H, W]: pixels at Euclidean distance <= `radius` (integer px) from the mask, i.e.
-    `ndimage.distance_transform_edt(~mask) <= radius` (`dig_jax.gestures.edt.within`)."""
-    return within(mask, radius)
-
-
 def region_outline(
     region: np.ndarray, dilation: int = 0, box: np.ndarray | None = None
 ) -> np.ndarray:
@@ -165,18 +159,24 @@ def region_outline(
     (`fully_connected="high"`), like the region's parts: pieces that touch only at a corner get
     one outline around both. `box`: the region's `tight_box` when the caller has it.
     """
+    return _outline_and_arc(region, dilation, box)[0]
+
+
+def _outline_and_arc(
+    region: np.ndarray, dilation: int, box: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(`region_outline`, its arc length f64[P] px from the first point), one compiled call
+    after the crop (`contours.crop_outline`: holes filled, dilated by a disc of `dilation`
+    px, traced)."""
     h, w = region.shape
     x1, y1, x2, y2 = (int(v) for v in (tight_box(region) if box is None else box))
     margin = dilation + 1
     r0, r1 = max(y1 - margin, 0), min(y2 + margin, h)
     c0, c1 = max(x1 - margin, 0), min(x2 + margin, w)
-    padded = filled_padded(region[r0:r1, c0:c1])  # holes filled, zero border
-    if dilation > 0:
-        padded = _within(padded, dilation).view(np.uint8)
-        padded[[0, -1]] = 0  # the border stays unmarked, as padding after the dilation
-        padded[:, [0, -1]] = 0
-    contour = longest_contour_unchecked(padded)  # (row, col) in padded-crop coordinates
-    return np.stack([contour[:, 1] - 1 + c0, contour[:, 0] - 1 + r0], axis=-1)
+    crop = region[r0:r1, c0:c1]
+    marked = (crop if crop.dtype == bool else crop > 0).view(np.uint8)
+    widths = disc_widths(dilation) if dilation > 0 else np.zeros(1, np.int64)
+    return crop_outline(marked, widths, r0, c0)
 
 
 def _collinear(points: np.ndarray) -> bool:
@@ -269,8 +269,7 @@ def _survey(kind: GestureKind, target: np.ndarray, name: str) -> tuple[object, t
         if kind == GestureKind.LOOSE_LASSO:
             x1, y1, x2, y2 = (int(v) for v in box)
             dilation = loose_dilation_radius(count_marked(region[y1:y2, x1:x2]))
-        outline = region_outline(region, dilation, box)
-        return (outline, _outline_arc(outline)), mask.shape
+        return _outline_and_arc(region, dilation, box), mask.shape
     if not binary:
         raise ValueError(f"{name} must hold only 0 and 1 (or be bool)")
     if empty:
@@ -300,7 +299,8 @@ def _finish(kind: GestureKind, drawn: np.ndarray, shape: tuple[int, int]) -> Ges
     if kind == GestureKind.RECTANGLE:
         return Gesture(kind, box_outline_points(drawn), closed=True)
     closed = kind != GestureKind.SCRIBBLE
-    return Gesture(kind, _clip_to_image(interpolate_curve(drawn, closed), shape), closed)
+    control = np.ascontiguousarray(drawn, np.float64)
+    return Gesture(kind, clipped_curve(control, closed, SPACING, *shape), closed)
 
 
 def simulate_creation(

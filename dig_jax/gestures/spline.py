@@ -288,3 +288,32 @@ def sample_curve(control, closed, spacing):
             keep += 1
         params = params[:keep]
     return _evaluate(t, c, params)
+
+
+@_numba.njit(cache=True, nogil=True)
+def clipped_curve(control, closed, spacing, height, width):
+    """f32[P, 2]: a gesture's curve through `control` f64[M, 2] in one call: points equal to
+    their predecessor dropped (closed: a last point equal to the first too), then
+    `sample_curve` (one point, or two closed, kept as they are), then each coordinate clipped
+    to the image's extent [-0.5, W - 0.5] x [-0.5, H - 0.5] and rounded to float32
+    (`simulate.interpolate_curve` and `simulate._clip_to_image`, their bytes)."""
+    m = control.shape[0]
+    keep = np.empty(m, np.int64)
+    n = 0
+    for i in range(m):
+        if i == 0 or control[i, 0] != control[i - 1, 0] or control[i, 1] != control[i - 1, 1]:
+            keep[n] = i
+            n += 1
+    if closed and n > 1:
+        a, b = keep[0], keep[n - 1]
+        if control[a, 0] == control[b, 0] and control[a, 1] == control[b, 1]:
+            n -= 1
+    distinct = np.empty((n, 2))
+    for i in range(n):
+        distinct[i] = control[keep[i]]
+    points = distinct if n == 1 or (closed and n < 3) else sample_curve(distinct, closed, spacing)
+    out = np.empty((points.shape[0], 2), np.float32)
+    for i in range(points.shape[0]):
+        out[i, 0] = np.float32(min(max(points[i, 0], -0.5), width - 0.5))
+        out[i, 1] = np.float32(min(max(points[i, 1], -0.5), height - 0.5))
+    return out

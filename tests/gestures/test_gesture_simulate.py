@@ -298,10 +298,11 @@ def test_nth_marked_matches_nonzero(seed, h, w, density):
 
 @given(st.integers(0, 2**31 - 1), st.integers(1, 60), st.integers(1, 60), st.integers(6, 30))
 def test_loose_dilation_matches_scipy_edt(seed, h, w, radius):
-    """The loose lasso's dilated region: OpenCV's transform (speed), scipy's exact decision."""
+    """The loose lasso's dilated region (`edt.within`, which `contours.crop_outline` runs with
+    `edt.disc_widths`): scipy's exact decision."""
     from scipy import ndimage
 
-    from dig_jax.gestures.simulate import _within
+    from dig_jax.gestures.edt import within as _within
 
     mask = np.random.default_rng(seed).random((h, w)) < 0.02
     mask[h // 2, w // 2] = True

@@ -90,3 +90,24 @@ def test_interpolate_curve_keeps_its_special_cases():
     line = interpolate_curve(np.array([[0.0, 0.0], [10.0, 0.0]]), closed=False)
     np.testing.assert_allclose(line[:, 1], 0.0)
     assert np.all(np.diff(line[:, 0]) > 0) and line[-1, 0] == 10.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(-40, 140), st.integers(-40, 140)), min_size=1, max_size=12),
+    st.booleans(),
+    st.integers(0, 3),
+)
+def test_clipped_curve_is_interpolate_then_clip(points, closed, repeat):
+    """The one-call curve of a gesture: duplicates (consecutive, and a closed curve's last
+    point equal to its first) dropped, sampled, clipped to a 100 x 90 image, float32."""
+    from dig_jax.gestures.simulate import _clip_to_image
+    from dig_jax.gestures.spline import clipped_curve
+
+    control = np.repeat(np.array(points, np.float64) / 2, 1 + repeat % 2, axis=0)
+    if closed and repeat >= 2:
+        control = np.concatenate([control, control[:1]])
+    expected = _clip_to_image(interpolate_curve(control, closed), (90, 100))
+    got = clipped_curve(control, closed, SPACING, 90, 100)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, expected)
