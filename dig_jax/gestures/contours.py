@@ -28,7 +28,7 @@ import numpy as np
 from dig_jax import _numba
 from dig_jax.gestures.edt import _within_runs
 from dig_jax.gestures.runs import gap_runs, join_runs, row_runs, union_root
-from dig_jax.gestures.spline import _pairwise_sum
+from dig_jax.gestures.spline import polyline_length
 
 # Edge midpoints of the square whose top-left pixel is (r, c), in doubled coordinates
 # relative to (2r, 2c): top, left, right, bottom.
@@ -116,13 +116,7 @@ def _longest(m, counts, starts, ends):
     for k in range(count):  # equal counts: the first of the longest float sums
         if diagonal[k] != diagonal[best] or straight[k] != straight[best]:
             continue
-        contour = _trace(successor, last[k], to_r, to_c)
-        chords = np.empty(contour.shape[0] - 1)
-        for i in range(chords.shape[0]):
-            dr = contour[i + 1, 0] - contour[i, 0]
-            dc = contour[i + 1, 1] - contour[i, 1]
-            chords[i] = math.sqrt(dr * dr + dc * dc)
-        arc = _pairwise_sum(chords)
+        arc = polyline_length(_trace(successor, last[k], to_r, to_c))
         if arc > chosen_arc:
             chosen, chosen_arc = k, arc
     return _trace(successor, last[chosen], to_r, to_c)

@@ -257,6 +257,18 @@ def _pairwise_sum(a):
 
 
 @_numba.njit(cache=True, nogil=True)
+def polyline_length(points):
+    """Length (px) of the polyline through `points` f64[P, 2], P >= 1, with numpy's bytes for
+    `np.linalg.norm(np.diff(points, axis=0), axis=1).sum()`."""
+    chords = np.empty(points.shape[0] - 1)
+    for i in range(chords.shape[0]):
+        d0 = points[i + 1, 0] - points[i, 0]
+        d1 = points[i + 1, 1] - points[i, 1]
+        chords[i] = math.sqrt(d0 * d0 + d1 * d1)
+    return _pairwise_sum(chords)
+
+
+@_numba.njit(cache=True, nogil=True)
 def sample_curve(control, closed, spacing):
     """The interpolating curve through `control` f64[M, 2] (distinct consecutive points; M >= 2
     open, >= 3 closed), centripetal parameter, sampled at about every `spacing` px of arc
@@ -274,12 +286,7 @@ def sample_curve(control, closed, spacing):
     slopes = _slopes_periodic(t, nodes) if closed else _slopes_open(t, nodes)
     c = _pieces(t, nodes, slopes)
     coarse = _evaluate(t, c, _linspace(t[-1], 8 * t.shape[0]))
-    chords = np.empty(coarse.shape[0] - 1)
-    for i in range(chords.shape[0]):
-        dx = coarse[i + 1, 0] - coarse[i, 0]
-        dy = coarse[i + 1, 1] - coarse[i, 1]
-        chords[i] = math.sqrt(dx * dx + dy * dy)
-    arc = _pairwise_sum(chords)
+    arc = polyline_length(coarse)
     samples = _linspace(t[-1], max(2, math.ceil(arc / spacing) + 1))
     params = _union(samples, t)
     if closed:

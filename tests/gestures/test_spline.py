@@ -111,3 +111,15 @@ def test_clipped_curve_is_interpolate_then_clip(points, closed, repeat):
     got = clipped_curve(control, closed, SPACING, 90, 100)
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("n", [1, 2, 8, 9, 129, 130, 257, 2049])
+def test_polyline_length_is_numpys_sum(n):
+    """Pairwise summation as numpy does it, bit for bit (blocks of 128, halves above): a
+    ceiling of this length sets a curve's number of samples."""
+    from dig_jax.gestures.spline import polyline_length
+
+    points = np.random.default_rng(n).random((n, 2)) * 10.0 ** np.random.default_rng(n).uniform(
+        -2, 3, (n, 1)
+    )
+    assert polyline_length(points) == np.linalg.norm(np.diff(points, axis=0), axis=1).sum()
