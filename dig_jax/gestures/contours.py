@@ -286,22 +286,23 @@ def _fill_from_border(marked):
 
 
 def crop_outline(
-    marked: np.ndarray, widths: np.ndarray, row0: int, col0: int
+    marked: np.ndarray, rows: tuple[int, int], cols: tuple[int, int], widths: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The longest outer outline of a crop and its arc length, in one compiled call that
-    releases the GIL: (f64[P, 2] (x, y) in image coordinates, closed, f64[P] px from its first
-    point). `marked`: uint8 {0, 1} [H, W] crop (strided rows welcome) whose top-left pixel is
-    (row0, col0) in the image; its holes are filled, then, when `widths` (`edt.disc_widths`)
-    has more than one row, it is dilated by that disc inside its zero border, then traced
-    (`longest_contour`)."""
-    return _crop_outline(marked, widths, row0, col0, _COUNT, _FROM, _TO)
+    """The longest outer outline of a crop of a mask and its arc length, in one compiled call
+    that releases the GIL: (f64[P, 2] (x, y) in image coordinates, closed, f64[P] px from its
+    first point). `marked`: uint8 {0, 1} [H, W]; the crop is rows [rows[0], rows[1]) x columns
+    [cols[0], cols[1]), read in place; its holes are filled, then, when `widths`
+    (`edt.disc_widths`) has more than one row, it is dilated by that disc inside its zero
+    border, then traced (`longest_contour`). The crop is cut inside the kernel, so every crop
+    of a C-contiguous mask runs one compiled specialisation."""
+    return _crop_outline(marked, rows[0], rows[1], cols[0], cols[1], widths, _COUNT, _FROM, _TO)
 
 
 @_numba.njit(cache=True, nogil=True)
-def _crop_outline(marked, widths, row0, col0, counts, starts, ends):
+def _crop_outline(marked, row0, row1, col0, col1, widths, counts, starts, ends):
     """`crop_outline` (the same operations as filled_padded, edt.within, longest_contour and
     numpy's diff / norm / cumsum, in the same order)."""
-    padded = _fill_from_border(marked)
+    padded = _fill_from_border(marked[row0:row1, col0:col1])
     if widths.shape[0] > 1:
         padded = _within_runs(padded, widths)
         h, w = padded.shape

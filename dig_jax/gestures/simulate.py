@@ -173,10 +173,8 @@ def _outline_and_arc(
     margin = dilation + 1
     r0, r1 = max(y1 - margin, 0), min(y2 + margin, h)
     c0, c1 = max(x1 - margin, 0), min(x2 + margin, w)
-    crop = region[r0:r1, c0:c1]
-    marked = (crop if crop.dtype == bool else crop > 0).view(np.uint8)
-    widths = disc_widths(dilation) if dilation > 0 else np.zeros(1, np.int64)
-    return crop_outline(marked, widths, r0, c0)
+    marked = (region if region.dtype == bool else region > 0).view(np.uint8)
+    return crop_outline(marked, (r0, r1), (c0, c1), disc_widths(dilation))  # 1 row: none
 
 
 def _collinear(points: np.ndarray) -> bool:
