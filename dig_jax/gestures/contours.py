@@ -65,14 +65,7 @@ def longest_contour(image: np.ndarray) -> np.ndarray:
         raise ValueError("image: border pixels must be 0 (every contour closed)")
     if not m.any():
         raise ValueError("image: no marked pixel, so no contour")
-    return longest_contour_unchecked(np.ascontiguousarray(m))
-
-
-def longest_contour_unchecked(m: np.ndarray) -> np.ndarray:
-    """`longest_contour` of a C-contiguous uint8 {0, 1} [H, W] (H, W >= 2) with a zero border
-    and a marked pixel, as `filled_padded` makes them, without reading it to check that.
-    One compiled call that releases the GIL (`_longest`), so outlines scale on threads."""
-    return _longest(m, _COUNT, _FROM, _TO)
+    return _longest(np.ascontiguousarray(m), _COUNT, _FROM, _TO)
 
 
 @_numba.njit(cache=True, nogil=True)
@@ -95,8 +88,9 @@ def _all_segments(m, counts, starts, ends):
 
 @_numba.njit(cache=True, nogil=True)
 def _longest(m, counts, starts, ends):
-    """`longest_contour_unchecked`: the cycles of the segments, the longest by its exact length
-    n_diagonal·√½ + n_straight (cycles numbered by their first segment, find_contours' order),
+    """`longest_contour` of a checked image: the cycles of the segments, the longest by its
+    exact length n_diagonal·√½ + n_straight (cycles numbered by their first segment,
+    find_contours' order),
     ties settled by the float arc lengths numpy would sum; traced from its last-emitted
     segment's end. f64[P, 2] (row, col)."""
     from_r, from_c, to_r, to_c, successor = _all_segments(m, counts, starts, ends)

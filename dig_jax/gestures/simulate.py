@@ -188,22 +188,18 @@ def lasso_control_points(
     region: np.ndarray, jitter: float, rng: np.random.Generator, dilation: int = 0
 ) -> np.ndarray:
     """N >= 3 points f64[N, 2] evenly spread (random phase) along the outline, then jittered."""
-    return _lasso_from(region_outline(region, dilation), jitter, region.shape, rng)
-
-
-def _outline_arc(outline: np.ndarray) -> np.ndarray:
-    """Arc length f64[P] (px) from the first point of an outline f64[P, 2] to each point."""
-    return np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(outline, axis=0), axis=1))])
+    outline, arc = _outline_and_arc(region, dilation, None)
+    return _lasso_from(outline, arc, jitter, region.shape, rng)
 
 
 def _lasso_from(
     outline: np.ndarray,
+    arc: np.ndarray,
     jitter: float,
     shape: tuple[int, int],
     rng: np.random.Generator,
-    arc: np.ndarray | None = None,
 ) -> np.ndarray:
-    arc = _outline_arc(outline) if arc is None else arc
+    """`lasso_control_points` from the outline f64[P, 2] and its arc length f64[P] (px)."""
     perimeter = arc[-1]
     low = int(np.ceil(perimeter / 512))
     high = max(low, int(np.floor(perimeter / 8)))
@@ -287,7 +283,7 @@ def _draw(
         return _rectangle_from(survey, shape, rng)
     loose = kind == GestureKind.LOOSE_LASSO
     outline, arc = survey
-    return _lasso_from(outline, LOOSE_JITTER if loose else TIGHT_JITTER, shape, rng, arc)
+    return _lasso_from(outline, arc, LOOSE_JITTER if loose else TIGHT_JITTER, shape, rng)
 
 
 def _finish(kind: GestureKind, drawn: np.ndarray, shape: tuple[int, int]) -> Gesture:
