@@ -14,11 +14,13 @@ from hypothesis import strategies as st
 from dig_jax.models import convs
 from dig_jax.models.convs import (
     SMALL_BATCH,
+    WIDE_INPUT,
     Conv,
     conv3x3,
     conv3x3_stride2,
     padded_kernel_grad,
     phase_kernel,
+    shifted_product_kernel_grad,
     space_to_depth_kernel_grad,
 )
 
@@ -88,6 +90,65 @@ def test_small_batch_kernel_gradients_equal_xla(batch):
         want = jax.vjp(lambda k, conv=conv: conv(x, k), kernel)[1](cotangent)[0]
         got = rewritten(x, cotangent, kernel.shape)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def _valid_kernel_grad_lax(x, grad, kernel_hw):
+    kernel = np.zeros((*kernel_hw, x.shape[-1], grad.shape[-1]), np.float32)
+    valid = lambda k: jax.lax.conv_general_dilated(
+        x, k, (1, 1), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC")
+    )
+    return jax.vjp(valid, kernel)[1](grad)[0]
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    batch=st.integers(1, 3), height=st.integers(1, 7), width=st.integers(1, 7),
+    kernel_h=st.integers(1, 3), kernel_w=st.integers(1, 3), cin=st.integers(1, 5),
+    cout=st.integers(1, 3), seed=st.integers(0, 2**16),
+)  # fmt: skip
+def test_shifted_product_kernel_grad_equals_xla(
+    batch, height, width, kernel_h, kernel_w, cin, cout, seed
+):
+    """Any VALID kernel size that fits, any widths: the product equals lax's kernel gradient."""
+    kernel_h, kernel_w = min(kernel_h, height), min(kernel_w, width)
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(batch, height, width, cin)).astype(np.float32)
+    out_hw = (height - kernel_h + 1, width - kernel_w + 1)
+    grad = rng.normal(size=(batch, *out_hw, cout)).astype(np.float32)
+    want = _valid_kernel_grad_lax(x, grad, (kernel_h, kernel_w))
+    got = shifted_product_kernel_grad(jnp.asarray(x), jnp.asarray(grad))
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_shifted_product_kernel_grad_known_answer():
+    """One input pixel of value 1 at (row 1, col 2), a cotangent of ones: tap (a, b) sees it
+    from output pixel (1 - a, 2 - b) when that pixel exists."""
+    x = np.zeros((1, 3, 4, 1), np.float32)
+    x[0, 1, 2, 0] = 1.0
+    grad = np.ones((1, 2, 3, 1), np.float32)  # a 2x2 VALID kernel
+    got = np.asarray(shifted_product_kernel_grad(jnp.asarray(x), jnp.asarray(grad)))[..., 0, 0]
+    np.testing.assert_array_equal(got, np.ones((2, 2), np.float32))
+    grad[0, 1, 2, 0] = 0.0  # output pixel (1, 2) feeds tap (0, 0) only
+    got = np.asarray(shifted_product_kernel_grad(jnp.asarray(x), jnp.asarray(grad)))[..., 0, 0]
+    np.testing.assert_array_equal(got, np.array([[0, 1], [1, 1]], np.float32))
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_wide_input_layers_take_the_product_and_match_xla(monkeypatch, stride):
+    """A small-batch layer with C >= WIDE_INPUT * O (after space-to-depth for stride 2) takes
+    its kernel gradient from the shifted product, and both gradients still equal lax's."""
+    taken = []
+    original = convs.shifted_product_kernel_grad
+    monkeypatch.setattr(
+        convs, "shifted_product_kernel_grad", lambda *a: taken.append(a) or original(*a)
+    )
+    cin, cout = 2 * WIDE_INPUT, 2
+    conv, reference = (conv3x3, _lax_stride1) if stride == 1 else (conv3x3_stride2, _lax_stride2)
+    _assert_conv_matches(conv, reference, (2, 6, 4, cin), cout, seed=stride)
+    assert len(taken) == 1
+    _assert_conv_matches(conv, reference, (2, 6, 4, 2), 2 * cout, seed=stride)  # narrow: lax's
+    assert len(taken) == 1
 
 
 def test_small_batch_lowering_only_on_cpu(monkeypatch):
