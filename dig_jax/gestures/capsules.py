@@ -171,3 +171,17 @@ def mark_gesture(out, points, one_point, closed, radius, piece, edge_eps):
         base = np.uint64(r * w)
         for c in range(np.uint64(pending_lo[r]), np.uint64(pending_hi[r])):
             flat[base + c] = 1
+
+
+@_numba.njit(cache=True, nogil=True)
+def mark_gestures(maps, points, starts, one_point, closed, radius, piece, edge_eps):
+    """For every i: clear maps[i] (uint8[B, H, W], C-contiguous) and `mark_gesture` on it the
+    gesture with points[starts[i] : starts[i + 1]] (float64[N, 2], finite), `one_point[i]`,
+    `closed[i]`. One call for a chunk of maps: no Python between them."""
+    for i in range(maps.shape[0]):
+        out = maps[i]
+        out[:, :] = 0
+        mark_gesture(
+            out, points[starts[i] : starts[i + 1]], one_point[i], closed[i], radius, piece,
+            edge_eps,
+        )  # fmt: skip

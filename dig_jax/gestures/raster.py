@@ -35,9 +35,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dig_jax.gestures.capsules import mark_gesture
+from dig_jax.gestures.capsules import mark_gestures
 from dig_jax.gestures.edt import edt_lookup
-from dig_jax.gestures.threads import map_chunked
+from dig_jax.gestures.threads import map_chunked, resolve_workers
 from dig_jax.gestures.types import BRUSH_RADIUS, Gesture, GestureKind
 
 _PIECE = 4.0  # px, longest segment piece in the numpy reference
@@ -167,8 +167,10 @@ def rasterize_many(
     """
     h, w = _check_shape(shape)
     radius = _check_radius(radius)
-    for gesture in gestures:
-        _check_coords(gesture.points)
+    gestures = list(gestures)
+    lengths = [len(gesture.points) for gesture in gestures]
+    points = np.concatenate([g.points for g in gestures] or [np.zeros((0, 2))]).astype(np.float64)
+    _check_coords(points)
     if out is None:
         out = np.empty((len(gestures), h, w), np.uint8)
     elif out.shape != (len(gestures), h, w) or out.dtype != np.uint8:
@@ -178,17 +180,25 @@ def rasterize_many(
     elif not out.flags.c_contiguous or not out.flags.writeable:
         raise ValueError("out must be a writeable C-contiguous array")
 
-    def draw(i: int) -> None:
-        out[i] = 0
-        gesture = gestures[i]
-        if radius < _MIN_INTERVAL_RADIUS:
+    if radius < _MIN_INTERVAL_RADIUS:
+        for i, gesture in enumerate(gestures):
             out[i] = rasterize_reference(gesture, shape, radius)
-            return
-        click = gesture.kind == GestureKind.CLICK
-        points = np.asarray(gesture.points, np.float64)
-        mark_gesture(out[i], points, click, gesture.closed, radius, _PIECE, _EDGE_EPS)
+        return out
+    starts = np.zeros(len(gestures) + 1, np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    one_point = np.array([g.kind == GestureKind.CLICK for g in gestures], bool)
+    closed = np.array([g.closed for g in gestures], bool)
+    chunks = min(resolve_workers(workers), len(gestures))
+    bounds = [len(gestures) * k // max(chunks, 1) for k in range(chunks + 1)]
 
-    map_chunked(draw, range(len(gestures)), workers)
+    def draw(k: int) -> None:  # one compiled call per chunk of maps, GIL released
+        lo, hi = bounds[k], bounds[k + 1]
+        mark_gestures(
+            out[lo:hi], points, starts[lo : hi + 1], one_point[lo:hi], closed[lo:hi], radius,
+            _PIECE, _EDGE_EPS,
+        )  # fmt: skip
+
+    map_chunked(draw, range(chunks), chunks or 1)
     return out
 
 

@@ -31,7 +31,7 @@ from dig_jax.gestures.contours import crop_outline
 from dig_jax.gestures.edt import disc_widths
 from dig_jax.gestures.encode import box_outline_points
 from dig_jax.gestures.scan import MarkedPixels, checked_box, count_marked, tight_box
-from dig_jax.gestures.spline import clipped_curve, sample_curve
+from dig_jax.gestures.spline import clipped_curve, outline_samples, sample_curve
 from dig_jax.gestures.threads import available_cpus, map_chunked
 from dig_jax.gestures.types import Context, Gesture, GestureKind
 
@@ -41,6 +41,7 @@ SORT_X_PROB, SORT_Y_PROB = 0.3, 0.6
 LOOSE_JITTER, TIGHT_JITTER = 4.0, 0.0
 RECT_SPREAD = (0.10, 0.15)
 MAX_REDRAWS = 10
+_NO_OFFSETS = np.zeros((0, 2))  # a tight lasso's (no jitter)
 
 
 def check_rng(rng: object) -> np.random.Generator:
@@ -205,12 +206,11 @@ def _lasso_from(
     high = max(low, int(np.floor(perimeter / 8)))
     n = max(3, int(rng.integers(low, high + 1)))
     for _ in range(MAX_REDRAWS + 1):
-        s = (rng.random() + np.arange(n)) / n * perimeter
-        pts = np.stack([np.interp(s, arc, outline[:, 0]), np.interp(s, arc, outline[:, 1])], -1)
-        if jitter > 0:
-            pts = pts + rng.uniform(-jitter, jitter, size=pts.shape)
-        pts = _clip_to_image(pts, shape).astype(np.float64)
-        if not _collinear(pts):
+        phase = rng.random()
+        offsets = rng.uniform(-jitter, jitter, size=(n, 2)) if jitter > 0 else _NO_OFFSETS
+        # interpolated, jittered, clipped to the image and rounded to float32, in one call
+        pts, spread = outline_samples(outline, arc, phase, n, offsets, *shape)
+        if spread or not _collinear(pts):
             break
     return pts
 
@@ -224,16 +224,21 @@ def _rectangle_from(
     box: np.ndarray, shape: tuple[int, int], rng: np.random.Generator
 ) -> np.ndarray:
     h, w = shape
-    extent = np.array([box[2] - box[0], box[3] - box[1]] * 2)  # (w, h, w, h)
-    upper = np.array([w, h, w, h], np.float64)
+    corners = [float(v) for v in box]
+    x_extent, y_extent = corners[2] - corners[0], corners[3] - corners[1]
+    extent, upper = (x_extent, y_extent, x_extent, y_extent), (w, h, w, h)
     for _ in range(MAX_REDRAWS):
         v = rng.uniform(*RECT_SPREAD)
-        g = rng.standard_normal(4)
-        moved = np.minimum(np.maximum(box + v * g * extent, 0.0), upper)  # np.clip, cheaper
-        x1, y1, x2, y2 = moved.tolist()
+        g = rng.standard_normal(4).tolist()
+        # box + v * g * extent, clipped to [0, upper], in float64 as numpy did: Python floats
+        # are the same doubles, the same operations in the same order, without the arrays
+        x1, y1, x2, y2 = (
+            min(max(b + v * gi * e, 0.0), u)
+            for b, gi, e, u in zip(corners, g, extent, upper, strict=True)
+        )
         if x2 - x1 >= 1 and y2 - y1 >= 1:
-            return moved.astype(np.float32)
-    return box.astype(np.float32)
+            return np.array([x1, y1, x2, y2], np.float32)
+    return np.array(box, np.float32)
 
 
 def _kind(kind: GestureKind | int) -> GestureKind:
@@ -288,13 +293,15 @@ def _draw(
 
 def _finish(kind: GestureKind, drawn: np.ndarray, shape: tuple[int, int]) -> Gesture:
     """The gesture through `_draw`'s points: curves interpolated, boxes outlined."""
+    # Every branch hands over a new finite float32 array (a pixel, a clipped box's corners, a
+    # clipped curve): no need for Gesture's checks and copy.
     if kind == GestureKind.CLICK:
-        return Gesture(kind, drawn, closed=False)
+        return Gesture._trusted(kind, drawn, False)
     if kind == GestureKind.RECTANGLE:
-        return Gesture(kind, box_outline_points(drawn), closed=True)
+        return Gesture._trusted(kind, box_outline_points(drawn), True)
     closed = kind != GestureKind.SCRIBBLE
     control = np.ascontiguousarray(drawn, np.float64)
-    return Gesture(kind, clipped_curve(control, closed, SPACING, *shape), closed)
+    return Gesture._trusted(kind, clipped_curve(control, closed, SPACING, *shape), closed)
 
 
 def simulate_creation(

@@ -324,3 +324,44 @@ def clipped_curve(control, closed, spacing, height, width):
         out[i, 0] = np.float32(min(max(points[i, 0], -0.5), width - 0.5))
         out[i, 1] = np.float32(min(max(points[i, 1], -0.5), height - 0.5))
     return out
+
+
+# A lasso's control points are redrawn when they are collinear (smallest singular value of
+# the centred points <= 1e-3, numpy's SVD); `outline_samples` settles the clear cases itself:
+# its eigenvalue estimate is within ~1e-15 · trace of the exact one, far inside these margins.
+_SPREAD_FLOOR, _SPREAD_MARGIN = 2e-6, 1e-8
+
+
+@_numba.njit(cache=True, nogil=True)
+def outline_samples(outline, arc, phase, n, offsets, height, width):
+    """(points f64[n, 2], clearly_spread): n points evenly spaced along a closed outline
+    f64[P, 2] with arc length f64[P] (px from its first point) starting at `phase` (in [0, 1)
+    of a step), plus `offsets` f64[n, 2] (or f64[0, 2]: none), clipped to the image's extent
+    and rounded to float32 — `simulate._lasso_from`'s arithmetic, bit for bit (np.interp).
+    clearly_spread: the centred points' smallest squared singular value is surely above
+    1e-6 (False: let numpy's SVD decide)."""
+    perimeter = arc[-1]
+    where = np.empty(n)
+    for k in range(n):
+        where[k] = (phase + k) / n * perimeter
+    xs = np.interp(where, arc, outline[:, 0])
+    ys = np.interp(where, arc, outline[:, 1])
+    points = np.empty((n, 2))
+    for k in range(n):
+        x, y = xs[k], ys[k]
+        if offsets.shape[0]:
+            x += offsets[k, 0]
+            y += offsets[k, 1]
+        points[k, 0] = np.float64(np.float32(min(max(x, -0.5), width - 0.5)))
+        points[k, 1] = np.float64(np.float32(min(max(y, -0.5), height - 0.5)))
+    mean_x, mean_y = points[:, 0].mean(), points[:, 1].mean()
+    cxx = cyy = cxy = 0.0
+    for k in range(n):
+        dx, dy = points[k, 0] - mean_x, points[k, 1] - mean_y
+        cxx += dx * dx
+        cyy += dy * dy
+        cxy += dx * dy
+    trace = cxx + cyy
+    largest = 0.5 * (trace + math.sqrt(max(trace * trace - 4.0 * (cxx * cyy - cxy * cxy), 0.0)))
+    smallest = (cxx * cyy - cxy * cxy) / largest if largest > 0.0 else 0.0
+    return points, smallest > _SPREAD_FLOOR + _SPREAD_MARGIN * trace

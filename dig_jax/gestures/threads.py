@@ -24,16 +24,21 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def resolve_workers(workers: int | None) -> int:
+    """Threads to use: `workers` (ValueError below 1), or `available_cpus()` for None."""
+    workers = available_cpus() if workers is None else int(workers)
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    return workers
+
+
 def map_chunked(fn: Callable[[T], R], items: Sequence[T], workers: int | None = None) -> list[R]:
     """`[fn(x) for x in items]`, the items split into `workers` contiguous chunks: the first
     runs in the calling thread, each other one on a thread of its own (default
     `available_cpus()`; 1, or a single item, runs in the calling thread alone). The first
     exception raised by `fn`, in item order, is re-raised."""
     items = list(items)
-    workers = available_cpus() if workers is None else int(workers)
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
-    workers = min(workers, len(items))
+    workers = min(resolve_workers(workers), len(items))
     if workers <= 1:
         return [fn(x) for x in items]
     bounds = [len(items) * k // workers for k in range(workers + 1)]

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.interpolate import CubicSpline, make_interp_spline
 
-from dig_jax.gestures.simulate import SPACING, _dedupe, interpolate_curve
-from dig_jax.gestures.spline import sample_curve
+from dig_jax.gestures.simulate import SPACING, _collinear, _dedupe, interpolate_curve
+from dig_jax.gestures.spline import outline_samples, sample_curve
 
 
 def scipy_curve(control: np.ndarray, closed: bool) -> tuple[np.ndarray, float]:
@@ -123,3 +123,59 @@ def test_polyline_length_is_numpys_sum(n):
         -2, 3, (n, 1)
     )
     assert polyline_length(points) == np.linalg.norm(np.diff(points, axis=0), axis=1).sum()
+
+
+def numpy_outline_samples(outline, arc, phase, n, offsets, height, width):
+    """`_lasso_from`'s arithmetic as it was written in numpy (interp, jitter, clip, float32)."""
+    where = (phase + np.arange(n)) / n * arc[-1]
+    pts = np.stack([np.interp(where, arc, outline[:, 0]), np.interp(where, arc, outline[:, 1])], -1)
+    if len(offsets):
+        pts = pts + offsets
+    clipped = np.empty_like(pts, dtype=np.float32)
+    clipped[:, 0] = np.clip(pts[:, 0], -0.5, width - 0.5)
+    clipped[:, 1] = np.clip(pts[:, 1], -0.5, height - 0.5)
+    return clipped.astype(np.float64)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.floats(-50, 600), st.floats(-50, 600)), min_size=2, max_size=40),
+    st.floats(0, 1, exclude_max=True), st.integers(3, 60), st.booleans(),
+    st.integers(0, 2**16), st.sampled_from([0.0, 1e-6, 1e-4]),
+)  # fmt: skip
+def test_outline_samples_equal_numpy(vertices, phase, n, jitter, seed, squash):
+    """Bit for bit the numpy arithmetic it replaces, on random (also nearly flat) outlines;
+    'clearly spread' only where numpy's SVD finds the points not collinear."""
+    outline = np.array(vertices + vertices[:1], np.float64)
+    if squash:  # nearly collinear: y pressed towards a line through the first point
+        outline[:, 1] = outline[0, 1] + squash * (outline[:, 1] - outline[0, 1])
+    steps = np.linalg.norm(np.diff(outline, axis=0), axis=1)
+    arc = np.concatenate([[0.0], np.cumsum(steps)])
+    if arc[-1] <= 0 or np.any(steps == 0):
+        return  # the outlines the tracer returns have distinct consecutive points
+    rng = np.random.default_rng(seed)
+    offsets = rng.uniform(-4, 4, size=(n, 2)) if jitter else np.zeros((0, 2))
+    got, spread = outline_samples(outline, arc, phase, n, offsets, 512, 384)
+    want = numpy_outline_samples(outline, arc, phase, n, offsets, 512, 384)
+    np.testing.assert_array_equal(got, want)
+    if spread:
+        assert not _collinear(want)
+
+
+def _arc(outline: np.ndarray) -> np.ndarray:
+    return np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(outline, axis=0), axis=1))])
+
+
+def test_outline_samples_known_answers():
+    """A square of side 100 from (0, 0), 4 samples at phase 0: its corners, clearly spread;
+    an outline along a line: collinear samples, left to the SVD."""
+    square = np.array([[0, 0], [100, 0], [100, 100], [0, 100], [0, 0]], np.float64)
+    points, spread = outline_samples(square, _arc(square), 0.0, 4, np.zeros((0, 2)), 512, 512)
+    np.testing.assert_array_equal(points, square[:4])
+    assert spread
+    line = np.array([[0, 0], [100, 50], [0, 0]], np.float64)
+    points, spread = outline_samples(line, _arc(line), 0.25, 8, np.zeros((0, 2)), 512, 512)
+    assert not spread and points.shape == (8, 2) and _collinear(points)
+    offsets = np.full((4, 2), -1000.0)  # jitter past the image: clipped to its extent
+    points, _ = outline_samples(square, _arc(square), 0.0, 4, offsets, 512, 512)
+    np.testing.assert_array_equal(points, np.full((4, 2), -0.5))
