@@ -25,7 +25,7 @@ Measured on the 2-core CPU (`benchmarks/lowerings.py`):
   of the narrow cotangent instead (`shifted_product_kernel_grad`): XLA's form transposes the
   wide input to put the batch last, a copy that ran at ~0.7 GB/s and cost ~47 ms per layer
   in the HRNet-18s train step at batch 2 x 512²; that step 1.02-1.04x faster (alternating calls
-  in one process, four runs).
+  in one process, five runs).
 
 Every other configuration is `flax.linen.Conv` unchanged. The class is named `Conv` so Flax's
 automatic names (`Conv_0`, ...) and the parameter tree do not change.
