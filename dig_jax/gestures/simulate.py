@@ -83,6 +83,8 @@ def as_region(mask: np.ndarray, name: str = "target") -> np.ndarray:
 
 
 def _clip_to_image(points: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """f32[N, 2]: points clipped to the image's extent — the numpy reference of the clip that
+    `spline.clipped_curve` and `spline.outline_samples` do in their compiled loops."""
     h, w = shape
     out = np.empty_like(points, dtype=np.float32)
     out[:, 0] = np.clip(points[:, 0], -0.5, w - 0.5)

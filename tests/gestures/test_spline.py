@@ -8,7 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.interpolate import CubicSpline, make_interp_spline
 
-from dig_jax.gestures.simulate import SPACING, _collinear, _dedupe, interpolate_curve
+from dig_jax.gestures.simulate import (
+    SPACING,
+    _clip_to_image,
+    _collinear,
+    _dedupe,
+    interpolate_curve,
+)
 from dig_jax.gestures.spline import outline_samples, sample_curve
 
 
@@ -101,7 +107,6 @@ def test_interpolate_curve_keeps_its_special_cases():
 def test_clipped_curve_is_interpolate_then_clip(points, closed, repeat):
     """The one-call curve of a gesture: duplicates (consecutive, and a closed curve's last
     point equal to its first) dropped, sampled, clipped to a 100 x 90 image, float32."""
-    from dig_jax.gestures.simulate import _clip_to_image
     from dig_jax.gestures.spline import clipped_curve
 
     control = np.repeat(np.array(points, np.float64) / 2, 1 + repeat % 2, axis=0)
@@ -131,10 +136,7 @@ def numpy_outline_samples(outline, arc, phase, n, offsets, height, width):
     pts = np.stack([np.interp(where, arc, outline[:, 0]), np.interp(where, arc, outline[:, 1])], -1)
     if len(offsets):
         pts = pts + offsets
-    clipped = np.empty_like(pts, dtype=np.float32)
-    clipped[:, 0] = np.clip(pts[:, 0], -0.5, width - 0.5)
-    clipped[:, 1] = np.clip(pts[:, 1], -0.5, height - 0.5)
-    return clipped.astype(np.float64)
+    return _clip_to_image(pts, (height, width)).astype(np.float64)
 
 
 @settings(max_examples=200, deadline=None)
