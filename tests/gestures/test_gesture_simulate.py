@@ -12,6 +12,7 @@ from skimage import io, measure
 
 from dig_jax.gestures import (
     Context,
+    Gesture,
     GestureKind,
     rasterize,
     simulate_creation,
@@ -205,6 +206,22 @@ def test_same_seed_same_bytes(kind):
     for seed in (12, 13):
         other = simulate_creation(kind, mask, np.random.default_rng(seed))
         assert other.points.tobytes() != a.points.tobytes()
+
+
+@pytest.mark.parametrize("kind", list(GestureKind))
+def test_simulated_gestures_pass_the_record_checks(kind):
+    """The simulators build their records without `Gesture`'s checks (`Gesture._trusted`):
+    what they hand over is what the checked constructor would keep — float32[N, 2], finite,
+    read-only, owned by the record, the kind and a bool `closed`."""
+    mask = np.zeros((40, 50), np.uint8)
+    mask[5:30, 10:45] = 1
+    for seed in range(5):
+        g = simulate_creation(kind, mask, np.random.default_rng(seed))
+        assert g == Gesture(g.kind, g.points, g.closed)
+        assert g.points.dtype == np.float32 and g.points.ndim == 2 and g.points.shape[1] == 2
+        assert np.all(np.isfinite(g.points)) and not g.points.flags.writeable
+        assert g.points.base is None or not np.shares_memory(g.points, mask)
+        assert type(g.kind) is GestureKind and g.kind == kind and type(g.closed) is bool
 
 
 @pytest.mark.parametrize("kind", list(GestureKind))
