@@ -37,6 +37,47 @@ def test_equals_scipy_squared_and_capped(seed, height, width, density, cap):
     np.testing.assert_array_equal(dilated, got <= (cap - 1) ** 2)
 
 
+def _blobs(rng: np.random.Generator, height: int, width: int, count: int) -> np.ndarray:
+    """A union of `count` random ellipses and rectangles: rows of one run each, mostly
+    overlapping their neighbours (the dilation's fast path), with corners, gaps between
+    blobs and rows of two runs where blobs sit side by side (its fallback)."""
+    y, x = np.indices((height, width))
+    marked = np.zeros((height, width), bool)
+    for _ in range(count):
+        cy, cx = rng.uniform(0, height), rng.uniform(0, width)
+        ry, rx = rng.uniform(0.5, height / 2), rng.uniform(0.5, width / 2)
+        if rng.random() < 0.5:
+            marked |= ((y - cy) / ry) ** 2 + ((x - cx) / rx) ** 2 <= 1
+        else:
+            marked |= (np.abs(y - cy) <= ry) & (np.abs(x - cx) <= rx)
+    return marked
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    height=st.integers(1, 70),
+    width=st.integers(1, 70),
+    count=st.integers(0, 4),
+    radius=st.integers(0, 30),
+)
+def test_within_blobs_equals_scipy(seed, height, width, count, radius):
+    """Blob-shaped regions (what a loose lasso dilates): scipy's exact decision."""
+    marked = _blobs(np.random.default_rng(seed), height, width, count)
+    want = ndimage.distance_transform_edt(~marked) <= radius if marked.any() else marked
+    np.testing.assert_array_equal(within(marked, radius), want)
+
+
+def test_within_keeps_the_gap_between_staggered_blocks():
+    """Rows of one run each, but a block's runs do not overlap the next block's: rows near
+    both blocks get two intervals, not the span between them."""
+    marked = np.zeros((20, 60), bool)
+    marked[:10, :6] = True
+    marked[10:, 50:] = True
+    dilated = within(marked, 2)
+    np.testing.assert_array_equal(dilated, ndimage.distance_transform_edt(~marked) <= 2)
+    assert dilated[9, :8].all() and dilated[9, 49:].all() and not dilated[9, 8:49].any()
+
+
 def test_within_hand_made_case_and_bad_radius():
     marked = np.zeros((7, 7), bool)
     marked[3, 3] = True
