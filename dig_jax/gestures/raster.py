@@ -167,7 +167,7 @@ def rasterize_many(
     out: np.ndarray | None = None,
     workers: int | None = None,
 ) -> np.ndarray:
-    """uint8[B, H, W]: `rasterize` of every gesture, byte for byte (one compiled pass each).
+    """uint8[B, H, W]: `rasterize` of every gesture, byte for byte (one compiled call per thread).
 
     out: an optional uint8[B, H, W] C-contiguous buffer to fill (it is cleared first) and
     return; reusing one spares a fresh allocation's page faults, which cost more than drawing
