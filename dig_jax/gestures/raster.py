@@ -178,7 +178,7 @@ def rasterize_many(
     radius = _check_radius(radius)
     gestures = list(gestures)
     lengths = [len(gesture.points) for gesture in gestures]
-    points = np.concatenate([g.points for g in gestures] or [np.zeros((0, 2))]).astype(np.float64)
+    points = np.concatenate([g.points for g in gestures] or [np.zeros((0, 2))], dtype=np.float64)
     _check_coords(points)
     if out is None:
         out = np.empty((len(gestures), h, w), np.uint8)
