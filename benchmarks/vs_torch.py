@@ -7,12 +7,12 @@
 The PyTorch side is `benchmarks/torch_segmenters.py`: the same HRNet-18s and EfficientNet-Lite0
 segmenters (same layers, widths, parameter count and head, checked leaf by leaf against the
 Flax variables), the normalized focal loss and AdamW (+ global-norm clipping as in the config).
-Every (model, case, runner) runs in its own child process of this one (same process tree, one
-at a time), so each reports its own peak RSS and cold compile time. Inputs are the same uint8
-batches (image, gesture, distance, previous mask, target) converted to model input inside the
-timed call on both sides. Runners: `jax` — the project's paths: forward is the jitted logits
-function of `LoadedSegmenter` (what `predict` runs on its S×S crop), the train step is
-`dig_jax.train.train.train_step` (AdamW, donated state) compiled with
+Every (model, case, runner) runs in its own child process of this one (same process tree;
+they compile one at a time), so each reports its own peak RSS and cold compile time. Inputs are
+the same uint8 batches (image, gesture, distance, previous mask, target) converted to model
+input inside the timed call on both sides. Runners: `jax` — the project's paths: forward is
+the jitted logits function of `LoadedSegmenter` (what `predict` runs on its S×S crop), the
+train step is `dig_jax.train.train.train_step` (AdamW, donated state) compiled with
 `dig_jax.models.xla_options.train_compiler_options()`; `jax-plain` — the same train step without
 those options (only with --plain); `torch` — eager NCHW; `torch-cl` — eager channels_last.
 Throughput is images/s from the median of `--iters` timed calls after `--warmup` calls;
@@ -21,9 +21,12 @@ whole process: JAX's includes its compiler); steady = the peak RSS during the ti
 (after compile and warm-up, freed heap memory is returned with glibc's malloc_trim and the
 kernel's count restarted via /proc/self/clear_refs, in both frameworks alike): what training
 holds step after step.
-Every child starts with glibc's `glibc.malloc.hugetlb=1` tunable, as the project's command lines
-run (`dig_jax.hugepages`: XLA's per-step temporaries on huge pages); `--no-hugepages` runs both
-frameworks without it.
+Children run without glibc's huge-page tunable, as the project's command lines do by default;
+`--hugepages` starts both frameworks' children with it (`dig_jax.hugepages`, DIG_JAX_HUGEPAGES=1).
+Interleaved by default (`run_lockstep`): every child compiles and warms up alone, then their timed
+calls alternate round by round, so the machine's speed changes (up to 2x within minutes here)
+fall on both frameworks alike; the table adds the median and range of the per-round ratios.
+`--sequential` times each child's calls in one go, one child after the other.
 torch is optional (`pip install '.[bench]'`, torch==2.13.0, CPU build): without it the
 benchmark says so and exits 0.
 """
@@ -38,6 +41,8 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -107,20 +112,47 @@ def _peak_rss_since_reset() -> float | None:
     return None
 
 
-def time_calls(fn, iters: int, warmup: int) -> tuple[float, float, float | None]:
-    """(first call s, median s of `iters` calls after `warmup` more, peak RSS MiB during the
-    timed calls: compile and warm-up excluded, None where the kernel cannot say)."""
+_LOCKSTEP = [False]  # worker: timed calls one at a time on the parent's "RUN" (lockstep)
+
+
+_CALL_KERNEL: list[dict] = []  # per timed call: kernel CPU s and page faults (getrusage)
+
+
+def _timed(fn, record: bool = False) -> float:
+    """Wall-clock s of fn(); with `record`, also its kernel time and page faults."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
     fn()
-    first = time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    if record:
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        _CALL_KERNEL.append({"sys_s": round(after.ru_stime - before.ru_stime, 4),
+                             "minflt": after.ru_minflt - before.ru_minflt,
+                             "majflt": after.ru_majflt - before.ru_majflt})  # fmt: skip
+    return seconds
+
+
+def time_calls(fn, iters: int, warmup: int) -> tuple[float, float, float | None]:
+    """(first call s, median s of `iters` calls after `warmup` more, peak RSS MiB during the
+    timed calls: compile and warm-up excluded, None where the kernel cannot say).
+
+    In lockstep (a `--lockstep` worker) the timed calls wait for the parent: after warm-up the
+    worker prints READY, then times one call per "RUN" line on stdin (printing TIMED s) until
+    "STOP", so the parent can interleave the frameworks' calls."""
+    first = _timed(fn)
     for _ in range(warmup):
         fn()
     reset = _reset_peak_rss()
     runs = []
-    for _ in range(iters):
-        start = time.perf_counter()
-        fn()
-        runs.append(time.perf_counter() - start)
+    if _LOCKSTEP[0]:
+        print("READY", flush=True)
+        for line in sys.stdin:
+            if line.strip() != "RUN":
+                break
+            runs.append(_timed(fn, record=True))
+            print(f"TIMED {runs[-1]!r}", flush=True)
+    else:
+        runs = [_timed(fn, record=True) for _ in range(iters)]
     return first, statistics.median(runs), _peak_rss_since_reset() if reset else None
 
 
@@ -145,30 +177,35 @@ def worker(args: argparse.Namespace) -> dict:
     steady = result.pop("steady_rss_mib", None)
     return {"images_per_s": batch / median, "median_s": median, "first_s": first,
             "peak_rss_mib": rss_mib(), "steady_rss_mib": steady, "base_rss_mib": base_rss,
-            **result}  # fmt: skip
+            "call_kernel": _CALL_KERNEL, **result}  # fmt: skip
 
 
 def child_environment(hugepages: bool) -> dict[str, str]:
-    """The environment of every child, JAX's and torch's alike: with glibc's huge-page tunable
-    (what the project's command lines run with, `dig_jax.hugepages`) unless `hugepages` is off,
-    then without it even where this process has it."""
-    from dig_jax.hugepages import hugepage_environment
+    """The environment of every child, JAX's and torch's alike: without glibc's huge-page
+    tunable (the project's default, `dig_jax.hugepages`) even where this process has it, or
+    with it for both when `hugepages`."""
+    from dig_jax.hugepages import OPT_IN, hugepage_environment
 
     env = dict(os.environ)
-    if not hugepages:
-        kept = [t for t in env.get("GLIBC_TUNABLES", "").split(":") if t.split("=")[0] !=
-                "glibc.malloc.hugetlb"]  # fmt: skip
-        env["GLIBC_TUNABLES"] = ":".join(filter(None, kept))
-        return env
-    return hugepage_environment(env) or env
+    if hugepages:
+        return hugepage_environment({**env, OPT_IN: "1"}) or env
+    kept = [t for t in env.get("GLIBC_TUNABLES", "").split(":") if t.split("=")[0] !=
+            "glibc.malloc.hugetlb"]  # fmt: skip
+    env["GLIBC_TUNABLES"] = ":".join(filter(None, kept))
+    return env
+
+
+def _child_command(runner: str, model: str, case: str, args: argparse.Namespace) -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve()), "--worker", runner, "--model", model,
+            "--case", case, "--iters", str(args.iters), "--warmup", str(args.warmup),
+            "--threads", str(args.threads), "--device", args.device] + (
+            ["--quick"] if args.quick else []) + (
+            ["--lockstep"] if args.lockstep else [])  # fmt: skip
 
 
 def run_child(runner: str, model: str, case: str, args: argparse.Namespace) -> dict:
     """Run one measurement in a child process; {'error': ...} when it fails."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", runner, "--model", model,
-           "--case", case, "--iters", str(args.iters), "--warmup", str(args.warmup),
-           "--threads", str(args.threads), "--device", args.device] + (
-           ["--quick"] if args.quick else [])  # fmt: skip
+    cmd = _child_command(runner, model, case, args)
     env = child_environment(args.hugepages)
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
@@ -181,16 +218,115 @@ def run_child(runner: str, model: str, case: str, args: argparse.Namespace) -> d
     return {"error": f"exit {done.returncode}: " + " | ".join(tail)}
 
 
+class _LockstepChild:
+    """A worker started with --lockstep: compiles and warms up on its own, then times one call
+    per `call()`; killed after `timeout` s in all."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str], timeout: float):
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, text=True, env=env)  # fmt: skip
+        self.watchdog = threading.Timer(timeout, self.proc.kill)
+        self.watchdog.start()
+        self.timeout = timeout
+        self.error: str | None = None
+
+    def _await(self, prefix: str) -> str | None:
+        """The first stdout line starting with `prefix` (or RESULT); None at exit."""
+        for line in self.proc.stdout:
+            if line.startswith(prefix) or line.startswith("RESULT "):
+                return line.rstrip("\n")
+        self.proc.wait()
+        self.stderr.seek(0)
+        tail = self.stderr.read().strip().splitlines()[-3:]
+        killed = " (killed: timed out)" if not self.watchdog.is_alive() else ""
+        self.error = f"exit {self.proc.returncode}{killed}: " + " | ".join(tail)
+        return None
+
+    def ready(self) -> bool:
+        return self._await("READY") == "READY"
+
+    def call(self) -> float | None:
+        """One timed call, s; None when the child failed."""
+        try:
+            self.proc.stdin.write("RUN\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            self._await("TIMED ")  # reads to the end: records the child's error
+            return None
+        line = self._await("TIMED ")
+        return float(line[6:]) if line and line.startswith("TIMED ") else None
+
+    def finish(self) -> dict:
+        """The child's RESULT (or {'error': ...}); the child exits."""
+        if self.error is None:
+            try:
+                self.proc.stdin.write("STOP\n")
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+            line = self._await("RESULT ")
+            result = json.loads(line[7:]) if line and line.startswith("RESULT ") else None
+        else:
+            result = None
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.watchdog.cancel()
+        self.stderr.close()
+        return result if result is not None else {"error": self.error or "no result"}
+
+
+def run_lockstep(runners: list[str], model: str, case: str, args: argparse.Namespace) -> dict:
+    """Every runner's child compiles and warms up in turn (alone on the machine), then their
+    timed calls interleave — round i calls each ready child once, the order rotated by i — so
+    a change in the machine's speed over minutes falls on every framework alike. Each result
+    gains `round_s`, its call times in round order."""
+    env = child_environment(args.hugepages)
+    children, results = {}, {}
+    for runner in runners:
+        child = _LockstepChild(_child_command(runner, model, case, args), env, args.timeout)
+        if child.ready():
+            children[runner] = child
+        else:
+            results[runner] = child.finish()
+    rounds: dict[str, list[float]] = {r: [] for r in children}
+    for i in range(args.iters):
+        live = [r for r in children if children[r].error is None]
+        for runner in live[i % max(len(live), 1) :] + live[: i % max(len(live), 1)]:
+            seconds = children[runner].call()
+            if seconds is not None:
+                rounds[runner].append(seconds)
+            time.sleep(0.05)  # let the last child's spinning worker threads go to sleep
+    for runner, child in children.items():
+        results[runner] = {**child.finish(), "round_s": rounds[runner]}
+        if "error" in results[runner]:
+            results[runner].pop("round_s")
+    return {r: results[r] for r in runners}
+
+
 def fmt(value: float | None, spec: str = ".2f") -> str:
     return "-" if value is None else format(value, spec)
+
+
+def round_ratios(jax_result: dict | None, torch_result: dict | None) -> str:
+    """'median (min–max)' of the per-round JAX / torch speed ratios of interleaved calls
+    (`run_lockstep`); '-' without them."""
+    jax_s = (jax_result or {}).get("round_s") or []
+    torch_s = (torch_result or {}).get("round_s") or []
+    ratios = [t / j for j, t in zip(jax_s, torch_s, strict=False)]
+    if not ratios:
+        return "-"
+    return f"{statistics.median(ratios):.2f} ({min(ratios):.2f}–{max(ratios):.2f})"
 
 
 def report(model: str, rows: dict[str, dict[str, dict]], runners: list[str]) -> list[str]:
     """Markdown table of one model's results."""
     lines = [f"\n{model}", "| case (images/s) | " + " | ".join(runners) + " | jax / best torch "
-             "| JAX compile s | torch first call s | peak memory JAX / torch MiB | memory ratio "
+             "| per round: median (min–max) | JAX compile s | torch first call s "
+             "| peak memory JAX / torch MiB | memory ratio "
              "| steady RSS JAX / torch MiB | steady ratio |",
-             "|---" * (len(runners) + 8) + "|"]  # fmt: skip
+             "|---" * (len(runners) + 9) + "|"]  # fmt: skip
     for case, results in rows.items():
         ok = {r: v for r, v in results.items() if "error" not in v}
         speeds = [fmt(ok[r]["images_per_s"]) if r in ok else "err" for r in runners]
@@ -210,6 +346,7 @@ def report(model: str, rows: dict[str, dict[str, dict]], runners: list[str]) -> 
         steady = j_steady / t_steady if j_steady and t_steady else None
         lines.append(
             f"| {case} | " + " | ".join(speeds) + f" | {fmt(ratio)} | "
+            f"{round_ratios(jax_r, ok.get(best) if best else None)} | "
             f"{fmt(jax_r and jax_r.get('compile_s'), '.1f')} | "
             f"{fmt(ok[best]['first_s'] if best else None, '.2f')} | {rss} | {fmt(mem)} | "
             f"{fmt(j_steady, '.0f')} / {fmt(t_steady, '.0f')} | {fmt(steady)} |"
@@ -232,12 +369,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                         help="gpu: CUDA devices of JAX and torch; device peak memory")  # fmt: skip
     parser.add_argument("--timeout", type=int, default=1800, help="s per child process")
-    parser.add_argument(
-        "--no-hugepages",
-        dest="hugepages",
-        action="store_false",
-        help="children without glibc.malloc.hugetlb=1 (default: with, for both)",
-    )
+    parser.add_argument("--hugepages", action="store_true",
+                        help="children with glibc.malloc.hugetlb=1, both frameworks "
+                        "(DIG_JAX_HUGEPAGES=1; default: without, as the project runs)")  # fmt: skip
+    parser.add_argument("--sequential", action="store_true",
+                        help="each child's timed calls in one go, one child after the other "
+                        "(default: interleaved round by round, see run_lockstep)")  # fmt: skip
+    parser.add_argument("--lockstep", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, default=None, help="write every result here")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
@@ -246,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     args.iters = args.iters or (2 if args.quick else 7)
     args.warmup = args.warmup if args.warmup is not None else (0 if args.quick else 2)
     if args.worker:
+        sys.modules.setdefault("vs_torch", sys.modules[__name__])  # the runners' `time_calls`
+        _LOCKSTEP[0] = args.lockstep
         print("RESULT " + json.dumps(worker(args)), flush=True)
         return 0
     if importlib.util.find_spec("torch") is None:
@@ -257,17 +397,22 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [c for c in names if c not in cases]
     if unknown:
         parser.error(f"--cases: unknown {unknown}; choose from {list(cases)}")
+    args.lockstep = not args.sequential
     runners = ["jax"] + (["jax-plain"] if args.plain else []) + ["torch", "torch-cl"]
     print(
         f"JAX vs PyTorch, {os.cpu_count()} CPU cores, torch threads {args.threads}, median of "
-        f"{args.iters} calls after {args.warmup} warm-up{' (quick: tiny models)' * args.quick}; "
+        f"{args.iters} calls after {args.warmup} warm-up{' (quick: tiny models)' * args.quick}"
+        f"{', interleaved round by round' * args.lockstep}; "
         f"GLIBC_TUNABLES={child_environment(args.hugepages).get('GLIBC_TUNABLES', '')!r} for both"
     )
     everything: dict = {}
     for model in [m.strip() for m in args.models.split(",") if m.strip()]:
         rows: dict[str, dict[str, dict]] = {}
         for case in names:
-            rows[case] = {r: run_child(r, model, case, args) for r in runners}
+            if args.lockstep:
+                rows[case] = run_lockstep(runners, model, case, args)
+            else:
+                rows[case] = {r: run_child(r, model, case, args) for r in runners}
             speeds = ", ".join(f"{r} {fmt(v.get('images_per_s'))}" for r, v in rows[case].items())
             print(f"  {model} {case}: {speeds} images/s", flush=True)
         print("\n".join(report(model, rows, runners)), flush=True)
