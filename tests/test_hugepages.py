@@ -17,27 +17,32 @@ PRINT_TUNABLES = (
 )
 
 
-def test_adds_the_tunable_and_keeps_others():
-    expected = {"A": "1", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
-    assert hugepage_environment({"A": "1"}) == expected
-    env = hugepage_environment({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"})
+ON = {"DIG_JAX_HUGEPAGES": "1"}
+
+
+def test_adds_the_tunable_and_keeps_others_when_opted_in():
+    expected = {"A": "1", **ON, "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+    assert hugepage_environment({"A": "1", **ON}) == expected
+    env = hugepage_environment({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2", **ON})
     assert env["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
 
 
 @pytest.mark.parametrize(
     "env",
     [
-        {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"},  # the user's own choice wins
-        {"GLIBC_TUNABLES": "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"},
+        {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0", **ON},  # the user's own choice wins
+        {"GLIBC_TUNABLES": "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1", **ON},
+        {},  # off by default
         {"DIG_JAX_HUGEPAGES": "0"},
+        {"DIG_JAX_HUGEPAGES": "yes"},  # only "1" opts in
     ],
 )
-def test_leaves_a_set_tunable_or_an_opt_out_alone(env):
+def test_leaves_a_set_tunable_or_no_opt_in_alone(env):
     assert hugepage_environment(env) is None
 
 
 def test_a_similar_tunable_name_is_not_taken_for_it():
-    env = hugepage_environment({"GLIBC_TUNABLES": "glibc.malloc.hugetlbx=1"})
+    env = hugepage_environment({"GLIBC_TUNABLES": "glibc.malloc.hugetlbx=1", **ON})
     assert env["GLIBC_TUNABLES"].endswith(":glibc.malloc.hugetlb=1")
 
 
@@ -51,16 +56,6 @@ def test_kernel_mode(tmp_path, text, allowed):
     mode.write_text(text)
     assert hugepages._kernel_allows_thp(mode) is allowed
     assert hugepages._kernel_allows_thp(tmp_path / "missing") is False
-
-
-def test_hint_only_when_the_tunable_would_change_something(monkeypatch):
-    monkeypatch.setattr(hugepages, "_glibc_has_tunable", lambda: True)
-    monkeypatch.setattr(hugepages, "_kernel_allows_thp", lambda: True)
-    assert "GLIBC_TUNABLES=glibc.malloc.hugetlb=1" in hugepages.missing_hint({})
-    assert hugepages.missing_hint({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}) is None
-    assert hugepages.missing_hint({"DIG_JAX_HUGEPAGES": "0"}) is None
-    monkeypatch.setattr(hugepages, "_kernel_allows_thp", lambda: False)
-    assert hugepages.missing_hint({}) is None
 
 
 def _run(env: dict[str, str]) -> str:
@@ -79,6 +74,7 @@ def test_reexec_sets_the_tunable_in_the_same_process():
     if not (hugepages._glibc_has_tunable() and hugepages._kernel_allows_thp()):
         pytest.skip("needs Linux, glibc >= 2.35 and transparent huge pages not 'never'")
     env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "DIG_JAX_HUGEPAGES")}
-    assert _run(env) == "glibc.malloc.hugetlb=1"
-    assert _run({**env, "DIG_JAX_HUGEPAGES": "0"}) == ""
-    assert _run({**env, "GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}) == "glibc.malloc.hugetlb=0"
+    assert _run(env) == ""
+    assert _run({**env, **ON}) == "glibc.malloc.hugetlb=1"
+    users_own = {**env, **ON, "GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}
+    assert _run(users_own) == "glibc.malloc.hugetlb=0"

@@ -16,7 +16,6 @@ import functools
 import json
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,6 @@ from jax.sharding import PartitionSpec as P
 from tqdm.auto import tqdm
 
 from dig_jax.evaluation.scores import format_rice_table, score_batch, summarize_scores
-from dig_jax.hugepages import missing_hint
 from dig_jax.models.interactive import batch_to_input, build_segmenter, pretrained_variables
 from dig_jax.models.xla_options import predict_compiler_options, train_compiler_options
 from dig_jax.train import checkpointing
@@ -223,9 +221,6 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
     else:
         start_step, state = restored
     writer.drop_after(start_step)
-    hint = missing_hint() if jax.default_backend() == "cpu" else None
-    if hint and primary:  # after the config and checkpoints were accepted: not mixed with errors
-        print(hint, file=sys.stderr)
 
     step_fn = jax.jit(
         functools.partial(
@@ -283,6 +278,12 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
         for step in range(start_step + 1, end_step + 1):
             # Copy out of grain's shared-memory buffers so they are released right away.
             batch = to_global({k: np.array(v) for k, v in next(train_iter).items()}, mesh)
+            if step == start_step + 1:
+                # Compile before the first call (jit reuses the executable) and hand the
+                # compiler's freed heap back first: the peak RSS is then the larger of compile
+                # and step, not their sum (HRNet-18s at batch 8 x 256²: 2850 -> 1967 MiB).
+                step_fn.lower(state, batch).compile()
+                release_freed_memory()
             state, metrics = step_fn(state, batch)
             finite = metrics.pop("finite")
             if previous is not None:
