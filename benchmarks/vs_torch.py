@@ -228,7 +228,6 @@ class _LockstepChild:
                                      stderr=self.stderr, text=True, env=env)  # fmt: skip
         self.watchdog = threading.Timer(timeout, self.proc.kill)
         self.watchdog.start()
-        self.timeout = timeout
         self.error: str | None = None
 
     def _await(self, prefix: str) -> str | None:
