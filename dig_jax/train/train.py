@@ -281,7 +281,8 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
             if step == start_step + 1:
                 # Compile before the first call (jit reuses the executable) and hand the
                 # compiler's freed heap back first: the peak RSS is then the larger of compile
-                # and step, not their sum (HRNet-18s at batch 8 x 256²: 2850 -> 1967 MiB).
+                # and step, not their sum (the same compile-then-trim in vs_torch's runner,
+                # HRNet-18s at batch 8 x 256²: 2850 -> 1967 MiB; this loop's not measured).
                 step_fn.lower(state, batch).compile()
                 release_freed_memory()
             state, metrics = step_fn(state, batch)
