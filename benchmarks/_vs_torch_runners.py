@@ -37,6 +37,9 @@ def _jax_setup(config: Any, device: str = "cpu"):
     import jax
 
     if device == "cpu":
+        from dig_jax.train.host_memory import keep_temporaries_in_heap
+
+        keep_temporaries_in_heap()  # as the entry points do (off in the jax-mmap runner)
         jax.config.update("jax_platforms", "cpu")
     elif jax.default_backend() != "gpu":
         raise RuntimeError(f"--device gpu: JAX sees no GPU ({jax.devices()})")

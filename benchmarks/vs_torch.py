@@ -14,7 +14,9 @@ input inside the timed call on both sides. Runners: `jax` — the project's path
 the jitted logits function of `LoadedSegmenter` (what `predict` runs on its S×S crop), the
 train step is `dig_jax.train.train.train_step` (AdamW, donated state) compiled with
 `dig_jax.models.xla_options.train_compiler_options()`; `jax-plain` — the same train step without
-those options (only with --plain); `torch` — eager NCHW; `torch-cl` — eager channels_last.
+those options (only with --plain); `jax-mmap` — the `jax` runner with XLA's temporaries
+mapped afresh by every call, as before `keep_temporaries_in_heap` (only with --mmap);
+`torch` — eager NCHW; `torch-cl` — eager channels_last.
 Throughput is images/s from the median of `--iters` timed calls after `--warmup` calls;
 ratio = jax / best torch (≥ 1: JAX as fast); memory ratio = JAX peak RSS / that torch's (the
 whole process: JAX's includes its compiler); steady = the peak RSS during the timed calls only
@@ -195,6 +197,13 @@ def child_environment(hugepages: bool) -> dict[str, str]:
     return env
 
 
+def runner_environment(runner: str, env: dict[str, str]) -> dict[str, str]:
+    """`env` for one runner's child: `jax-mmap` opts out of `keep_temporaries_in_heap`."""
+    from dig_jax.train.host_memory import OPT_OUT
+
+    return {**env, OPT_OUT: "0"} if runner == "jax-mmap" else env
+
+
 def _child_command(runner: str, model: str, case: str, args: argparse.Namespace) -> list[str]:
     return [sys.executable, str(Path(__file__).resolve()), "--worker", runner, "--model", model,
             "--case", case, "--iters", str(args.iters), "--warmup", str(args.warmup),
@@ -206,7 +215,7 @@ def _child_command(runner: str, model: str, case: str, args: argparse.Namespace)
 def run_child(runner: str, model: str, case: str, args: argparse.Namespace) -> dict:
     """Run one measurement in a child process; {'error': ...} when it fails."""
     cmd = _child_command(runner, model, case, args)
-    env = child_environment(args.hugepages)
+    env = runner_environment(runner, child_environment(args.hugepages))
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
     except subprocess.TimeoutExpired:
@@ -284,7 +293,8 @@ def run_lockstep(runners: list[str], model: str, case: str, args: argparse.Names
     env = child_environment(args.hugepages)
     children, results = {}, {}
     for runner in runners:
-        child = _LockstepChild(_child_command(runner, model, case, args), env, args.timeout)
+        child = _LockstepChild(_child_command(runner, model, case, args),
+                               runner_environment(runner, env), args.timeout)  # fmt: skip
         if child.ready():
             children[runner] = child
         else:
@@ -365,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=None, help="untimed calls after the first")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads")
     parser.add_argument("--plain", action="store_true", help="also the train step without options")
+    parser.add_argument("--mmap", action="store_true",
+                        help="also JAX with its temporaries mapped afresh by every call "
+                        "(DIG_JAX_HEAP_TEMPORARIES=0, the jax-mmap runner)")  # fmt: skip
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                         help="gpu: CUDA devices of JAX and torch; device peak memory")  # fmt: skip
     parser.add_argument("--timeout", type=int, default=1800, help="s per child process")
@@ -397,7 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"--cases: unknown {unknown}; choose from {list(cases)}")
     args.lockstep = not args.sequential
-    runners = ["jax"] + (["jax-plain"] if args.plain else []) + ["torch", "torch-cl"]
+    runners = (["jax"] + (["jax-plain"] if args.plain else []) + (["jax-mmap"] if args.mmap
+               else []) + ["torch", "torch-cl"])  # fmt: skip
     print(
         f"JAX vs PyTorch, {os.cpu_count()} CPU cores, torch threads {args.threads}, median of "
         f"{args.iters} calls after {args.warmup} warm-up{' (quick: tiny models)' * args.quick}"

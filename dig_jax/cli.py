@@ -34,10 +34,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def console_main() -> int:
-    """The `dig-jax` console script: `main` after `reexec_with_hugepages` (see that module)."""
-    from dig_jax.hugepages import reexec_with_hugepages
+    """The `dig-jax` console script: `main` after `prepare_entry_point` (huge pages where opted
+    in, XLA's temporaries kept in the heap: `dig_jax.train.host_memory`)."""
+    from dig_jax.train.host_memory import prepare_entry_point
 
-    reexec_with_hugepages()
+    prepare_entry_point()
     return main()
 
 

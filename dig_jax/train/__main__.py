@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from dig_jax.hugepages import reexec_with_hugepages
+    from dig_jax.train.host_memory import prepare_entry_point
 
-    reexec_with_hugepages()  # XLA's per-step temporaries on huge pages (see the module)
+    prepare_entry_point()  # huge pages if opted in; XLA's temporaries kept in the heap
     sys.exit(main())
