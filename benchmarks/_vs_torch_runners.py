@@ -39,7 +39,7 @@ def _jax_setup(config: Any, device: str = "cpu"):
     if device == "cpu":
         from dig_jax.train.host_memory import keep_temporaries_in_heap
 
-        keep_temporaries_in_heap()  # as the entry points do (off in the jax-mmap runner)
+        keep_temporaries_in_heap()  # as the entry points do: only the jax-heap runner opts in
         jax.config.update("jax_platforms", "cpu")
     elif jax.default_backend() != "gpu":
         raise RuntimeError(f"--device gpu: JAX sees no GPU ({jax.devices()})")

@@ -14,8 +14,8 @@ input inside the timed call on both sides. Runners: `jax` — the project's path
 the jitted logits function of `LoadedSegmenter` (what `predict` runs on its S×S crop), the
 train step is `dig_jax.train.train.train_step` (AdamW, donated state) compiled with
 `dig_jax.models.xla_options.train_compiler_options()`; `jax-plain` — the same train step without
-those options (only with --plain); `jax-mmap` — the `jax` runner with XLA's temporaries
-mapped afresh by every call, as before `keep_temporaries_in_heap` (only with --mmap);
+those options (only with --plain); `jax-heap` — the `jax` runner with XLA's temporaries
+kept in the heap between calls, `keep_temporaries_in_heap`'s opt-in (only with --heap);
 `torch` — eager NCHW; `torch-cl` — eager channels_last.
 Throughput is images/s from the median of `--iters` timed calls after `--warmup` calls;
 ratio = jax / best torch (≥ 1: JAX as fast); memory ratio = JAX peak RSS / that torch's (the
@@ -198,10 +198,10 @@ def child_environment(hugepages: bool) -> dict[str, str]:
 
 
 def runner_environment(runner: str, env: dict[str, str]) -> dict[str, str]:
-    """`env` for one runner's child: `jax-mmap` opts out of `keep_temporaries_in_heap`."""
-    from dig_jax.train.host_memory import OPT_OUT
+    """`env` for one runner's child: only `jax-heap` opts in to `keep_temporaries_in_heap`."""
+    from dig_jax.train.host_memory import OPT_IN
 
-    return {**env, OPT_OUT: "0"} if runner == "jax-mmap" else env
+    return {**env, OPT_IN: "1" if runner == "jax-heap" else "0"}
 
 
 def _child_command(runner: str, model: str, case: str, args: argparse.Namespace) -> list[str]:
@@ -375,9 +375,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=None, help="untimed calls after the first")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads")
     parser.add_argument("--plain", action="store_true", help="also the train step without options")
-    parser.add_argument("--mmap", action="store_true",
-                        help="also JAX with its temporaries mapped afresh by every call "
-                        "(DIG_JAX_HEAP_TEMPORARIES=0, the jax-mmap runner)")  # fmt: skip
+    parser.add_argument("--heap", action="store_true",
+                        help="also JAX with its temporaries kept in the heap between calls "
+                        "(DIG_JAX_HEAP_TEMPORARIES=1, the jax-heap runner)")  # fmt: skip
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                         help="gpu: CUDA devices of JAX and torch; device peak memory")  # fmt: skip
     parser.add_argument("--timeout", type=int, default=1800, help="s per child process")
@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"--cases: unknown {unknown}; choose from {list(cases)}")
     args.lockstep = not args.sequential
-    runners = (["jax"] + (["jax-plain"] if args.plain else []) + (["jax-mmap"] if args.mmap
+    runners = (["jax"] + (["jax-plain"] if args.plain else []) + (["jax-heap"] if args.heap
                else []) + ["torch", "torch-cl"])  # fmt: skip
     print(
         f"JAX vs PyTorch, {os.cpu_count()} CPU cores, torch threads {args.threads}, median of "

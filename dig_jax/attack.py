@@ -151,5 +151,5 @@ def run(args: argparse.Namespace, roots: list[Path]) -> int:
 if __name__ == "__main__":
     from dig_jax.train.host_memory import prepare_entry_point
 
-    prepare_entry_point()  # huge pages if opted in; XLA's temporaries kept in the heap
+    prepare_entry_point()  # huge pages, heap temporaries: where opted in (see it)
     sys.exit(main())
