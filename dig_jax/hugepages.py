@@ -20,6 +20,8 @@ A glibc tunable is read once, when the process starts, so with DIG_JAX_HUGEPAGES
 command-line entry points re-execute themselves with it set (`reexec_with_hugepages`, before
 anything heavy is imported). Library users (notebooks, their own scripts) get the same by
 starting Python with `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` in the environment.
+`dig_jax.train.host_memory.keep_temporaries_in_heap` (DIG_JAX_HEAP_TEMPORARIES=1) removes the
+faults another way: the block stays mapped in glibc's main heap between calls.
 """
 
 from __future__ import annotations

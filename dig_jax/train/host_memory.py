@@ -6,6 +6,10 @@ uses: in `benchmarks/vs_torch.py` runs the HRNet-18s train step's process peaked
 without this, and at 2.2 GiB (a later run) when freed memory was returned once after warm-up.
 The training loop calls `release_freed_memory` at every logging step (after the first compile,
 and after evaluations that compile their own functions).
+
+`keep_temporaries_in_heap` (opt-in, DIG_JAX_HEAP_TEMPORARIES=1) does the opposite for XLA's
+per-call block of temporaries: it keeps the block mapped between calls, trading page faults
+for the risk of a fragmented heap (see the function).
 """
 
 from __future__ import annotations
