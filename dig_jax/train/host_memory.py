@@ -61,9 +61,9 @@ def keep_temporaries_in_heap(environ: dict[str, str] | None = None) -> bool:
     allocated inside the freed block between calls, the next call takes a second block and
     both stay resident. Real training (`python -m dig_jax.train`, the Lite `offline` config at
     224², one grain worker, steps 30-130) ran 1.07-1.20x faster with it (1.055 / 0.910 / 0.972
-    against 1.268 / 1.027 / 1.038 s per step, three pairs) but peaked at 2.60 GiB RSS against
-    1.85 GiB (one run each), and a bare step loop with a thread reading /proc beside it went
-    from 1.58 to 2.59 GiB at its second call. A loop with nothing else running (`vs_torch.py`)
+    against 1.268 / 1.027 / 1.038 s per step, three pairs) but peaked at 2540 MiB RSS against
+    1805 MiB (one run each), and a bare step loop with a thread reading /proc beside it went
+    from 1592 to 2589 MiB at its second call. A loop with nothing else running (`vs_torch.py`)
     keeps one block: no faults after the first calls, the same RSS.
 
     Call it before JAX creates its CPU client (before the first computation); the entry points
