@@ -13,10 +13,13 @@ the same uint8 batches (image, gesture, distance, previous mask, target) convert
 input inside the timed call on both sides. Runners: `jax` — the project's paths: forward is
 the jitted logits function of `LoadedSegmenter` (what `predict` runs on its S×S crop), the
 train step is `dig_jax.train.train.train_step` (AdamW, donated state) compiled with
-`dig_jax.models.xla_options.train_compiler_options()`; `jax-plain` — the same train step without
-those options (only with --plain); `jax-heap` — the `jax` runner with XLA's temporaries
-kept in the heap between calls, `keep_temporaries_in_heap`'s opt-in (only with --heap);
-`torch` — eager NCHW; `torch-cl` — eager channels_last.
+`dig_jax.models.xla_options.train_compiler_options()`, on jemalloc where it is installed, as
+the entry points run (`dig_jax.allocator`); `jax-glibc` — the same on glibc's allocator (only
+with --glibc); `jax-plain` — the train step without those options (only with --plain);
+`jax-heap` — `jax-glibc` with XLA's temporaries kept in glibc's heap between calls,
+`keep_temporaries_in_heap`'s opt-in (only with --heap); `torch` — eager NCHW; `torch-cl` —
+eager channels_last; `torch-cl-je` — channels_last on the same jemalloc as `jax` (where
+installed): "best torch" is the fastest of the three, "best torch on glibc" of the first two.
 Throughput is images/s from the median of `--iters` timed calls after `--warmup` calls;
 ratio = jax / best torch (≥ 1: JAX as fast); memory ratio = JAX peak RSS / that torch's (the
 whole process: JAX's includes its compiler); steady = the peak RSS during the timed calls only
@@ -173,7 +176,8 @@ def worker(args: argparse.Namespace) -> dict:
         from _vs_torch_runners import torch_forward, torch_train
 
         run = torch_forward if kind == "forward" else torch_train
-        result = run(config, data, args.iters, args.warmup, args.worker == "torch-cl", args.threads,
+        channels_last = args.worker.startswith("torch-cl")
+        result = run(config, data, args.iters, args.warmup, channels_last, args.threads,
                      args.device)  # fmt: skip
     first, median = result.pop("first_s"), result.pop("median_s")
     steady = result.pop("steady_rss_mib", None)
@@ -198,10 +202,17 @@ def child_environment(hugepages: bool) -> dict[str, str]:
 
 
 def runner_environment(runner: str, env: dict[str, str]) -> dict[str, str]:
-    """`env` for one runner's child: only `jax-heap` opts in to `keep_temporaries_in_heap`."""
+    """`env` for one runner's child. `jax`, `jax-plain` and `torch-cl-je` run on jemalloc where
+    it is installed, with the entry points' configuration (`dig_jax.allocator`); `jax-glibc`,
+    `jax-heap`, `torch` and `torch-cl` on glibc, as PyTorch users run it. Only `jax-heap` opts
+    in to `keep_temporaries_in_heap`."""
+    from dig_jax.allocator import SETTING, find_jemalloc, jemalloc_environment
     from dig_jax.train.host_memory import OPT_IN
 
-    return {**env, OPT_IN: "1" if runner == "jax-heap" else "0"}
+    env = {**env, OPT_IN: "1" if runner == "jax-heap" else "0"}
+    if runner in ("jax", "jax-plain", "torch-cl-je"):
+        return jemalloc_environment({**env, SETTING: "1"}, find_jemalloc()) or env
+    return {**env, SETTING: "0"}
 
 
 def _child_command(runner: str, model: str, case: str, args: argparse.Namespace) -> list[str]:
@@ -332,10 +343,11 @@ def round_ratios(jax_result: dict | None, torch_result: dict | None) -> str:
 def report(model: str, rows: dict[str, dict[str, dict]], runners: list[str]) -> list[str]:
     """Markdown table of one model's results."""
     lines = [f"\n{model}", "| case (images/s) | " + " | ".join(runners) + " | jax / best torch "
-             "| per round: median (min–max) | JAX compile s | torch first call s "
+             "| jax / best torch on glibc | per round: median (min–max) | JAX compile s "
+             "| torch first call s "
              "| peak memory JAX / torch MiB | memory ratio "
              "| steady RSS JAX / torch MiB | steady ratio |",
-             "|---" * (len(runners) + 9) + "|"]  # fmt: skip
+             "|---" * (len(runners) + 10) + "|"]  # fmt: skip
     for case, results in rows.items():
         ok = {r: v for r, v in results.items() if "error" not in v}
         speeds = [fmt(ok[r]["images_per_s"]) if r in ok else "err" for r in runners]
@@ -353,8 +365,12 @@ def report(model: str, rows: dict[str, dict[str, dict]], runners: list[str]) -> 
         j_steady = jax_r.get("steady_rss_mib") if jax_r else None
         t_steady = ok[best].get("steady_rss_mib") if best else None
         steady = j_steady / t_steady if j_steady and t_steady else None
+        glibc = [r for r in torch if r in ("torch", "torch-cl")]
+        best_glibc = max(glibc, key=lambda r: ok[r]["images_per_s"], default=None)
+        ratio_glibc = (jax_r["images_per_s"] / ok[best_glibc]["images_per_s"]
+                       if jax_r and best_glibc else None)  # fmt: skip
         lines.append(
-            f"| {case} | " + " | ".join(speeds) + f" | {fmt(ratio)} | "
+            f"| {case} | " + " | ".join(speeds) + f" | {fmt(ratio)} | {fmt(ratio_glibc)} | "
             f"{round_ratios(jax_r, ok.get(best) if best else None)} | "
             f"{fmt(jax_r and jax_r.get('compile_s'), '.1f')} | "
             f"{fmt(ok[best]['first_s'] if best else None, '.2f')} | {rss} | {fmt(mem)} | "
@@ -378,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heap", action="store_true",
                         help="also JAX with its temporaries kept in the heap between calls "
                         "(DIG_JAX_HEAP_TEMPORARIES=1, the jax-heap runner)")  # fmt: skip
+    parser.add_argument("--glibc", action="store_true",
+                        help="also JAX on glibc's allocator (the jax-glibc runner; `jax` runs "
+                        "on jemalloc where installed, as the entry points do)")  # fmt: skip
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                         help="gpu: CUDA devices of JAX and torch; device peak memory")  # fmt: skip
     parser.add_argument("--timeout", type=int, default=1800, help="s per child process")
@@ -410,13 +429,22 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"--cases: unknown {unknown}; choose from {list(cases)}")
     args.lockstep = not args.sequential
-    runners = (["jax"] + (["jax-plain"] if args.plain else []) + (["jax-heap"] if args.heap
-               else []) + ["torch", "torch-cl"])  # fmt: skip
+    from dig_jax.allocator import find_jemalloc
+
+    jemalloc = find_jemalloc() is not None
+    runners = (["jax"] + (["jax-glibc"] if args.glibc else []) + (["jax-plain"] if args.plain
+               else []) + (["jax-heap"] if args.heap else []) + ["torch", "torch-cl"]
+               + (["torch-cl-je"] if jemalloc else []))  # fmt: skip
     print(
         f"JAX vs PyTorch, {os.cpu_count()} CPU cores, torch threads {args.threads}, median of "
         f"{args.iters} calls after {args.warmup} warm-up{' (quick: tiny models)' * args.quick}"
         f"{', interleaved round by round' * args.lockstep}; "
-        f"GLIBC_TUNABLES={child_environment(args.hugepages).get('GLIBC_TUNABLES', '')!r} for both"
+        f"GLIBC_TUNABLES={child_environment(args.hugepages).get('GLIBC_TUNABLES', '')!r} for both; "
+        + (
+            "jax and torch-cl-je on jemalloc (dig_jax.allocator), torch and torch-cl on glibc"
+            if jemalloc
+            else "jemalloc not installed: every runner on glibc"
+        )
     )
     everything: dict = {}
     for model in [m.strip() for m in args.models.split(",") if m.strip()]:

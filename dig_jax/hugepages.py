@@ -22,6 +22,8 @@ anything heavy is imported). Library users (notebooks, their own scripts) get th
 starting Python with `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` in the environment.
 `dig_jax.train.host_memory.keep_temporaries_in_heap` (DIG_JAX_HEAP_TEMPORARIES=1) removes the
 faults another way: the block stays mapped in glibc's main heap between calls.
+Both are glibc's: on jemalloc, the entry points' default where it is installed
+(`dig_jax.allocator`), which removes the faults by reusing the block, they do nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ import platform
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+
+from dig_jax.allocator import reexec
 
 TUNABLE = "glibc.malloc.hugetlb"
 OPT_IN = "DIG_JAX_HUGEPAGES"
@@ -69,19 +73,18 @@ def hugepage_environment(env: Mapping[str, str]) -> dict[str, str] | None:
     return {**env, "GLIBC_TUNABLES": ":".join(filter(None, (tunables, f"{TUNABLE}=1")))}
 
 
+def hugepages_supported() -> bool:
+    """True where glibc has the tunable and the kernel's transparent huge pages are not off."""
+    return _glibc_has_tunable() and _kernel_allows_thp()
+
+
 def reexec_with_hugepages() -> None:
     """Replace this process by the same command line with the tunable set (same pid), where
     DIG_JAX_HUGEPAGES=1 opts in, glibc and the kernel support it and it is not set yet;
     otherwise return and do nothing.
     Call first thing under `if __name__ == "__main__":` — never from library code."""
-    if not (_glibc_has_tunable() and _kernel_allows_thp()):
+    if not hugepages_supported():
         return
     env = hugepage_environment(os.environ)
-    if env is None:
-        return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        os.execve(sys.executable, sys.orig_argv, env)
-    except OSError:
-        return  # e.g. a sandbox without exec: run on without huge pages
+    if env is not None:
+        reexec(env)

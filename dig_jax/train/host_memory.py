@@ -9,7 +9,9 @@ and after evaluations that compile their own functions).
 
 `keep_temporaries_in_heap` (opt-in, DIG_JAX_HEAP_TEMPORARIES=1) does the opposite for XLA's
 per-call block of temporaries: it keeps the block mapped between calls, trading page faults
-for the risk of a fragmented heap (see the function).
+for the risk of a fragmented heap (see the function). The entry points' default, jemalloc
+where installed (`dig_jax.allocator`), keeps the block without that risk; there
+`release_freed_memory` purges jemalloc's free pages instead.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ import ctypes
 import ctypes.util
 import functools
 import os
+import sys
+
+from dig_jax.allocator import jemalloc_loaded, purge_jemalloc
 
 
 @functools.cache
@@ -31,8 +36,11 @@ def _libc() -> ctypes.CDLL | None:
 
 
 def release_freed_memory() -> bool:
-    """malloc_trim(0): return freed heap pages to the OS. True if glibc did it (Linux); False
-    where there is no glibc (macOS, musl): nothing happens there."""
+    """Return freed heap pages to the OS: jemalloc's purge of every arena where the process
+    runs on jemalloc (`dig_jax.allocator`), glibc's malloc_trim(0) otherwise. True if either
+    did it; False where there is neither (macOS, musl): nothing happens there."""
+    if purge_jemalloc():
+        return True
     libc = _libc()
     if libc is None:
         return False
@@ -73,7 +81,7 @@ def keep_temporaries_in_heap(environ: dict[str, str] | None = None) -> bool:
     if environ.get(OPT_IN, "0") != "1":
         return False
     libc = _libc()
-    if libc is None or not hasattr(libc, "mallopt"):
+    if libc is None or not hasattr(libc, "mallopt") or jemalloc_loaded():
         return False
     from jax._src import xla_bridge
 
@@ -89,10 +97,21 @@ def keep_temporaries_in_heap(environ: dict[str, str] | None = None) -> bool:
 
 def prepare_entry_point() -> None:
     """What each command-line entry point does first, before anything uses JAX: re-execute
-    with huge pages where DIG_JAX_HUGEPAGES=1 opts in (`dig_jax.hugepages`), then
-    `keep_temporaries_in_heap` where DIG_JAX_HEAP_TEMPORARIES=1 opts in. Never from library
-    code: both change the whole process."""
-    from dig_jax.hugepages import reexec_with_hugepages
+    once (same pid) with jemalloc preloaded where installed (`dig_jax.allocator`, on unless
+    DIG_JAX_JEMALLOC=0) and glibc's huge pages where DIG_JAX_HUGEPAGES=1 opts in
+    (`dig_jax.hugepages`), then `keep_temporaries_in_heap` where DIG_JAX_HEAP_TEMPORARIES=1
+    opts in (glibc only). A DIG_JAX_JEMALLOC path that does not exist ends the process with a
+    one-line error. Never from library code: all of it changes the whole process."""
+    from dig_jax.allocator import find_jemalloc, jemalloc_environment, reexec
+    from dig_jax.hugepages import hugepage_environment, hugepages_supported
 
-    reexec_with_hugepages()
+    env = dict(os.environ)
+    if hugepages_supported():
+        env = hugepage_environment(env) or env
+    try:
+        env = jemalloc_environment(env, find_jemalloc()) or env
+    except ValueError as error:
+        sys.exit(f"error: {error}")
+    if env != dict(os.environ):
+        reexec(env)
     keep_temporaries_in_heap()

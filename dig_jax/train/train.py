@@ -270,10 +270,15 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
     )
     timer, timer_step = time.perf_counter(), start_step
     step = start_step
-    # NaN guard: each step returns an all-finite flag (loss, gradient norm, new state). It is
-    # read one step late, after the next step is queued, so the host never stalls the device;
-    # at log, eval and checkpoint steps it is read at once, so a NaN state is never saved.
+    # NaN guard: each step returns an all-finite flag (loss, gradient norm, new state). On an
+    # accelerator it is read one step late, after the next step is queued, so the device never
+    # idles; at log, eval and checkpoint steps it is read at once, so a NaN state is never
+    # saved. On CPU it is read at once every step: XLA allocates a step's temporaries (one
+    # block, 760 MiB for Lite at 224²) when the step is dispatched, so a step queued behind a
+    # running one holds a second block, and under a caching allocator (`dig_jax.allocator`)
+    # both stay resident: 2499 MiB of RSS against 1675 in Lite training on jemalloc.
     previous: tuple[int, Any] | None = None
+    queue_ahead = jax.default_backend() != "cpu"
     try:
         for step in range(start_step + 1, end_step + 1):
             # Copy out of grain's shared-memory buffers so they are released right away.
@@ -295,8 +300,8 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
             evaluating = bool(config.eval.every_steps) and step % config.eval.every_steps == 0
             evaluators_due = bool(loop_evals.due(step, final=False))
             if (
-                logging_now or evaluating or evaluators_due or step == end_step
-                or manager.should_save(step)
+                not queue_ahead or logging_now or evaluating or evaluators_due
+                or step == end_step or manager.should_save(step)
             ):  # fmt: skip
                 check_finite(finite, step, manager, metrics)
                 previous = None
