@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from temporaries_probe import FAULTS_PER_CALL
 
 from dig_jax.allocator import CONFIG, SETTING, find_jemalloc, jemalloc_environment
 
@@ -72,25 +73,19 @@ def test_a_missing_library_path_stops_the_entry_point_with_one_line(tmp_path):
     ]
 
 
-_ENTRY_SCRIPT = """
-import os, resource, sys
-pid = os.getpid()
-print("pid", pid, flush=True)
+_ENTRY_SCRIPT = (
+    """
+import os
+print("pid", os.getpid(), flush=True)
 from dig_jax.train.host_memory import prepare_entry_point, release_freed_memory
 prepare_entry_point()
 from dig_jax.allocator import jemalloc_loaded
-import jax, jax.numpy as jnp
-f = jax.jit(lambda x, w1, w2: (x @ w1) @ w2)  # x @ w1: a 64 MiB temporary
-args = jnp.ones((8192, 32)), jnp.ones((32, 2048)), jnp.ones((2048, 8))
-compiled = f.lower(*args).compile()
-assert compiled.memory_analysis().temp_size_in_bytes >= 2**26
-faults = []
-for _ in range(10):
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    compiled(*args).block_until_ready()
-    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+    + FAULTS_PER_CALL
+    + """
 print("after", os.getpid(), jemalloc_loaded(), release_freed_memory(), min(faults[2:]))
 """
+)
 
 
 @pytest.mark.skipif(find_jemalloc() is None, reason="jemalloc is not installed (libjemalloc2)")

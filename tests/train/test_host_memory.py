@@ -10,6 +10,7 @@ import sys
 import jax
 import numpy as np
 import pytest
+from temporaries_probe import FAULTS_PER_CALL
 
 from dig_jax.train.host_memory import (
     OPT_IN,
@@ -41,23 +42,18 @@ def test_freed_heap_pages_go_back_to_the_os():
     assert keep.sum() == 8192
 
 
-_FAULTS_SCRIPT = """
-import resource, sys
+_FAULTS_SCRIPT = (
+    """
 from dig_jax.train.host_memory import keep_temporaries_in_heap
 applied = keep_temporaries_in_heap()
-import jax, jax.numpy as jnp
+import jax
 jax.config.update("jax_platforms", "cpu")
-f = jax.jit(lambda x, w1, w2: (x @ w1) @ w2)  # x @ w1: a 64 MiB temporary
-args = jnp.ones((8192, 32)), jnp.ones((32, 2048)), jnp.ones((2048, 8))
-compiled = f.lower(*args).compile()
-assert compiled.memory_analysis().temp_size_in_bytes >= 2**26
-faults = []
-for _ in range(10):
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    compiled(*args).block_until_ready()
-    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+    + FAULTS_PER_CALL
+    + """
 print(applied, min(faults[2:]))
 """
+)
 
 
 def _temporaries_faults(opt_in: bool) -> tuple[str, int]:
