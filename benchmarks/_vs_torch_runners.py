@@ -53,10 +53,12 @@ def _compile(jitted, *args) -> tuple[Any, float, float]:
     """(compiled, compile s, XLA temp MiB). The compiler's freed heap goes back to the OS
     afterwards (malloc_trim), as the training loop does before its first step, so the first
     call's temporaries do not add to it in the peak RSS."""
+    from dig_jax.allocator import freed_pages_returned
     from dig_jax.train.host_memory import release_freed_memory
 
     start = time.perf_counter()
-    compiled = jitted.lower(*args).compile()
+    with freed_pages_returned():
+        compiled = jitted.lower(*args).compile()
     seconds = time.perf_counter() - start
     release_freed_memory()
     analysis = compiled.memory_analysis()

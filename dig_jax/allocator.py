@@ -27,10 +27,11 @@ with the variables of `jemalloc_environment`.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 SETTING = "DIG_JAX_JEMALLOC"
@@ -90,6 +91,36 @@ def purge_jemalloc() -> bool:
         return False
     name = f"arena.{_ALL_ARENAS}.purge".encode()
     return mallctl(name, None, None, None, ctypes.c_size_t(0)) == 0
+
+
+def _decay_ms(name: bytes, value: int | None = None) -> int | None:
+    """Read (and with `value`, set) arena 0's `name` decay time in ms; None without jemalloc."""
+    mallctl = _mallctl()
+    if mallctl is None:
+        return None
+    old, size = ctypes.c_ssize_t(), ctypes.c_size_t(ctypes.sizeof(ctypes.c_ssize_t))
+    new = ctypes.c_ssize_t(value) if value is not None else None
+    status = mallctl(name, ctypes.byref(old), ctypes.byref(size),
+                     ctypes.byref(new) if new is not None else None,
+                     ctypes.sizeof(ctypes.c_ssize_t) if new is not None else 0)  # fmt: skip
+    return old.value if status == 0 else None
+
+
+@contextlib.contextmanager
+def freed_pages_returned() -> Iterator[None]:
+    """Inside, jemalloc returns freed pages to the OS at once (decay 0), as glibc does with
+    large blocks; afterwards it keeps them again. For XLA's compiles: their many short-lived
+    blocks would otherwise stay resident until the next purge (the Lite train step's compile
+    peaked at 2602-2642 MiB on jemalloc, 1686-1688 on glibc). Nothing happens without
+    jemalloc."""
+    names = (b"arena.0.dirty_decay_ms", b"arena.0.muzzy_decay_ms")
+    kept = [_decay_ms(name, 0) for name in names]
+    try:
+        yield
+    finally:
+        for name, value in zip(names, kept, strict=True):
+            if value is not None:
+                _decay_ms(name, value)
 
 
 def reexec(env: Mapping[str, str]) -> None:

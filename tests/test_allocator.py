@@ -58,8 +58,8 @@ def test_find_jemalloc_looks_in_the_given_folders(tmp_path):
 
 
 def _run_entry(script: str, **env: str) -> subprocess.CompletedProcess:
-    full = {**os.environ, "JAX_PLATFORMS": "cpu", **env}
-    full.pop("LD_PRELOAD", None)
+    full = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    full.update({"JAX_PLATFORMS": "cpu", **env})
     return subprocess.run([sys.executable, "-c", script], env=full, capture_output=True,
                           text=True, timeout=300)  # fmt: skip
 
@@ -108,3 +108,27 @@ def test_the_entry_point_stays_on_glibc_when_turned_off():
     after = next(line.split()[1:] for line in done.stdout.split("\n") if line.startswith("after"))
     assert after[1] == "False"
     assert int(after[3]) > 8000, after
+
+
+_DECAY_SCRIPT = """
+from dig_jax.allocator import _decay_ms, freed_pages_returned
+name = b"arena.0.dirty_decay_ms"
+before = _decay_ms(name)
+with freed_pages_returned():
+    inside = _decay_ms(name)
+print(before, inside, _decay_ms(name))
+"""
+
+
+@pytest.mark.skipif(find_jemalloc() is None, reason="jemalloc is not installed (libjemalloc2)")
+def test_compiles_return_freed_pages_at_once_then_jemalloc_keeps_them_again():
+    env = jemalloc_environment({}, find_jemalloc())
+    done = _run_entry(_DECAY_SCRIPT, **env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["-1", "0", "-1"]
+
+
+def test_freed_pages_returned_does_nothing_on_glibc():
+    done = _run_entry(_DECAY_SCRIPT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["None", "None", "None"]

@@ -34,6 +34,7 @@ from dig_jax.models.xla_options import predict_compiler_options, train_compiler_
 from dig_jax.train import checkpointing
 from dig_jax.train.config import validate_config
 from dig_jax.train.evals import LoopEvaluators
+from dig_jax.allocator import freed_pages_returned
 from dig_jax.train.host_memory import release_freed_memory
 from dig_jax.train.input_pipeline import make_eval_batches, make_train_iterator
 from dig_jax.train.state import TrainState, make_optimizer, make_schedule, with_pretrained
@@ -289,7 +290,8 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
                 # compiler's freed heap back first: the peak RSS is then the larger of compile
                 # and step, not their sum (the same compile-then-trim in vs_torch's runner,
                 # HRNet-18s at batch 8 x 256²: 2850 -> 1967 MiB; this loop's not measured).
-                step_fn.lower(state, batch).compile()
+                with freed_pages_returned():
+                    step_fn.lower(state, batch).compile()
                 release_freed_memory()
             state, metrics = step_fn(state, batch)
             finite = metrics.pop("finite")
