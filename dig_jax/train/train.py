@@ -28,13 +28,13 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from tqdm.auto import tqdm
 
+from dig_jax.allocator import freed_pages_returned
 from dig_jax.evaluation.scores import format_rice_table, score_batch, summarize_scores
 from dig_jax.models.interactive import batch_to_input, build_segmenter, pretrained_variables
 from dig_jax.models.xla_options import predict_compiler_options, train_compiler_options
 from dig_jax.train import checkpointing
 from dig_jax.train.config import validate_config
 from dig_jax.train.evals import LoopEvaluators
-from dig_jax.allocator import freed_pages_returned
 from dig_jax.train.host_memory import release_freed_memory
 from dig_jax.train.input_pipeline import make_eval_batches, make_train_iterator
 from dig_jax.train.state import TrainState, make_optimizer, make_schedule, with_pretrained
