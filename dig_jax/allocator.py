@@ -15,7 +15,9 @@ MiB on glibc); jemalloc does not split an extent for a request 64x smaller
 (`lg_extent_max_active_fit`), and one arena (`narenas:1`) keeps a single free block for
 whichever thread runs the next call. Oversize requests go to that arena too
 (`oversize_threshold:0`: by default they bypass the cache). `dig_jax.train.host_memory.
-release_freed_memory` purges the free pages on demand (after compiles, at logging steps).
+release_freed_memory` purges the free pages on demand (after compiles, at logging steps), and
+`freed_pages_returned` hands them back at once while XLA compiles (whose many short-lived
+blocks would otherwise stay resident until that purge).
 
 An allocator is chosen when a process starts (the dynamic loader's LD_PRELOAD), so the
 entry points re-execute themselves once, same pid, with it set (`dig_jax.train.host_memory.
