@@ -51,8 +51,9 @@ def _jax_setup(config: Any, device: str = "cpu"):
 
 def _compile(jitted, *args) -> tuple[Any, float, float]:
     """(compiled, compile s, XLA temp MiB). The compiler's freed heap goes back to the OS
-    afterwards (malloc_trim), as the training loop does before its first step, so the first
-    call's temporaries do not add to it in the peak RSS."""
+    (on jemalloc at once while compiling, `freed_pages_returned`; then `release_freed_memory`:
+    jemalloc's purge or glibc's malloc_trim), as the training loop does before its first step,
+    so the first call's temporaries do not add to it in the peak RSS."""
     from dig_jax.allocator import freed_pages_returned
     from dig_jax.train.host_memory import release_freed_memory
 

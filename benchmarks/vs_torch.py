@@ -23,9 +23,9 @@ installed): "best torch" is the fastest of the three, "best torch on glibc" of t
 Throughput is images/s from the median of `--iters` timed calls after `--warmup` calls;
 ratio = jax / best torch (≥ 1: JAX as fast); memory ratio = JAX peak RSS / that torch's (the
 whole process: JAX's includes its compiler); steady = the peak RSS during the timed calls only
-(after compile and warm-up, freed heap memory is returned with glibc's malloc_trim and the
-kernel's count restarted via /proc/self/clear_refs, in both frameworks alike): what training
-holds step after step.
+(after compile and warm-up, freed heap memory is returned — glibc's malloc_trim, jemalloc's
+purge — and the kernel's count restarted via /proc/self/clear_refs, in both frameworks alike):
+what training holds step after step.
 Children run without glibc's huge-page tunable, as the project's command lines do by default;
 `--hugepages` starts both frameworks' children with it (`dig_jax.hugepages`, DIG_JAX_HUGEPAGES=1).
 Interleaved by default (`run_lockstep`): every child compiles and warms up alone, then their timed
