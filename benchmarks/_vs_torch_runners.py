@@ -37,9 +37,13 @@ def _jax_setup(config: Any, device: str = "cpu"):
     import jax
 
     if device == "cpu":
-        from dig_jax.train.host_memory import keep_temporaries_in_heap
+        from dig_jax.train.host_memory import (
+            free_temporaries_before_return,
+            keep_temporaries_in_heap,
+        )
 
         keep_temporaries_in_heap()  # as the entry points do: only the jax-heap runner opts in
+        free_temporaries_before_return()  # as the entry points do: on jemalloc only
         jax.config.update("jax_platforms", "cpu")
     elif jax.default_backend() != "gpu":
         raise RuntimeError(f"--device gpu: JAX sees no GPU ({jax.devices()})")

@@ -102,6 +102,36 @@ def test_the_entry_point_restarts_on_jemalloc_and_keeps_temporaries_mapped():
     assert int(after[3]) < 1000, after
 
 
+_BACK_TO_BACK_SCRIPT = """
+from dig_jax.train.host_memory import prepare_entry_point
+prepare_entry_point()
+import jax, jax.numpy as jnp
+def rss_mib():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS"))
+f = jax.jit(lambda x, w1, w2: (x @ w1) @ w2)  # x @ w1: a 64 MiB temporary
+args = jnp.ones((8192, 32)), jnp.ones((32, 2048)), jnp.ones((2048, 8))
+compiled = f.lower(*args).compile()
+compiled(*args).block_until_ready()
+first = peak = rss_mib()
+for _ in range(100):
+    compiled(*args).block_until_ready()
+    peak = max(peak, rss_mib())
+print(jax.config.read("jax_cpu_enable_async_dispatch"), round(peak - first))
+"""
+
+
+@pytest.mark.skipif(find_jemalloc() is None, reason="jemalloc is not installed (libjemalloc2)")
+def test_back_to_back_calls_reuse_one_block_of_temporaries_on_jemalloc():
+    # Dispatched asynchronously, the next call could take a second block before XLA's thread
+    # freed the first, and jemalloc would keep both (+64 MiB here, every run seen).
+    done = _run_entry(_BACK_TO_BACK_SCRIPT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    asynchronous, growth = done.stdout.split()
+    assert asynchronous == "False"
+    assert int(growth) < 32, done.stdout
+
+
 def test_the_entry_point_stays_on_glibc_when_turned_off():
     done = _run_entry(_ENTRY_SCRIPT, **{SETTING: "0"})
     assert done.returncode == 0, done.stderr[-2000:]

@@ -83,6 +83,16 @@ def keep_temporaries_in_heap(environ: dict[str, str] | None = None) -> bool:
     libc = _libc()
     if libc is None or not hasattr(libc, "mallopt") or jemalloc_loaded():
         return False
+    if not _run_cpu_calls_inline():
+        return False
+    libc.mallopt(_M_MMAP_MAX, 0)
+    libc.mallopt(_M_TRIM_THRESHOLD, ctypes.c_int(2**31 - 1))
+    return True
+
+
+def _run_cpu_calls_inline() -> bool:
+    """Run JAX's CPU computations on the calling thread (`jax_cpu_enable_async_dispatch`
+    False); False, changing nothing, once the backends exist (the mode is fixed then)."""
     from jax._src import xla_bridge
 
     if getattr(xla_bridge, "backends_are_initialized", lambda: False)():
@@ -90,9 +100,22 @@ def keep_temporaries_in_heap(environ: dict[str, str] | None = None) -> bool:
     import jax
 
     jax.config.update("jax_cpu_enable_async_dispatch", False)
-    libc.mallopt(_M_MMAP_MAX, 0)
-    libc.mallopt(_M_TRIM_THRESHOLD, ctypes.c_int(2**31 - 1))
     return True
+
+
+def free_temporaries_before_return() -> bool:
+    """On jemalloc, run JAX's CPU computations on the calling thread, so that a call's block
+    of temporaries is freed before the call returns.
+
+    With asynchronous dispatch, XLA frees the block on its own thread just after it marks the
+    outputs ready, so a next call dispatched at once can take a second block while the first
+    is still held; jemalloc, which keeps freed pages for reuse (`dig_jax.allocator`), then
+    keeps both resident. The Lite train step at batch 8 x 256², called back to back: 1599 MiB
+    RSS for its first calls, 2590 from a later call on (at its 3rd-6th call in four runs);
+    with 5 ms between calls, or with this, 1596-1625 MiB over 16 calls, at the same speed
+    (0.44-0.61 s per step). Call it before JAX creates its backends; the entry points do.
+    True where it took effect; False without jemalloc or once the backends exist."""
+    return jemalloc_loaded() and _run_cpu_calls_inline()
 
 
 def prepare_entry_point() -> None:
@@ -100,8 +123,9 @@ def prepare_entry_point() -> None:
     once (same pid) with jemalloc preloaded where installed (`dig_jax.allocator`, on unless
     DIG_JAX_JEMALLOC=0) and glibc's huge pages where DIG_JAX_HUGEPAGES=1 opts in
     (`dig_jax.hugepages`), then `keep_temporaries_in_heap` where DIG_JAX_HEAP_TEMPORARIES=1
-    opts in (glibc only). A DIG_JAX_JEMALLOC path that does not exist ends the process with a
-    one-line error. Never from library code: all of it changes the whole process."""
+    opts in (glibc only), and on jemalloc `free_temporaries_before_return`. A DIG_JAX_JEMALLOC
+    path that does not exist ends the process with a one-line error. Never from library code:
+    all of it changes the whole process."""
     from dig_jax.allocator import find_jemalloc, jemalloc_environment, reexec
     from dig_jax.hugepages import hugepage_environment, hugepages_supported
 
@@ -115,3 +139,4 @@ def prepare_entry_point() -> None:
     if env != dict(os.environ):
         reexec(env)
     keep_temporaries_in_heap()
+    free_temporaries_before_return()

@@ -278,7 +278,9 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
     # block, 760 MiB for Lite at 224²) when the step is dispatched, so a step queued behind a
     # running one holds a second block, and under a caching allocator (`dig_jax.allocator`)
     # both stay resident: Lite training on tcmalloc held 2532 MiB with steps queued, 1823
-    # with each step awaited (README, Speed).
+    # with each step awaited (README, Speed). On jemalloc the entry points also run CPU calls
+    # on the calling thread, so a step's block is freed before the next step is dispatched
+    # (`host_memory.free_temporaries_before_return`).
     previous: tuple[int, Any] | None = None
     queue_ahead = jax.default_backend() != "cpu"
     try:
