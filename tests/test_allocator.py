@@ -10,20 +10,47 @@ from pathlib import Path
 import pytest
 from temporaries_probe import FAULTS_PER_CALL
 
-from dig_jax.allocator import CONFIG, SETTING, find_jemalloc, jemalloc_environment
+from dig_jax.allocator import (
+    ADDED,
+    CONFIG,
+    SETTING,
+    children_environment,
+    find_jemalloc,
+    jemalloc_environment,
+)
 
 LIBRARY = Path("/opt/lib/libjemalloc.so.2")
 
 
 def test_preloads_the_library_first_and_keeps_the_rest():
     env = jemalloc_environment({"A": "1", "LD_PRELOAD": "/x/libfoo.so"}, LIBRARY)
-    assert env == {"A": "1", "LD_PRELOAD": f"{LIBRARY}:/x/libfoo.so", "MALLOC_CONF": CONFIG}
+    assert env == {"A": "1", "LD_PRELOAD": f"{LIBRARY}:/x/libfoo.so", "MALLOC_CONF": CONFIG,
+                   ADDED: f"{LIBRARY}|1"}  # fmt: skip
     assert jemalloc_environment({}, LIBRARY)["LD_PRELOAD"] == str(LIBRARY)
 
 
 def test_a_users_malloc_conf_wins():
     env = jemalloc_environment({"MALLOC_CONF": "narenas:4"}, LIBRARY)
     assert env["MALLOC_CONF"] == "narenas:4"
+
+
+@pytest.mark.parametrize(
+    "original",
+    [
+        {},
+        {"A": "1"},
+        {"LD_PRELOAD": "/x/libfoo.so"},
+        {"MALLOC_CONF": "narenas:4", "B": "2"},
+        {"LD_PRELOAD": "/x/a.so /x/b.so", "MALLOC_CONF": "narenas:4"},
+    ],
+)
+def test_children_get_the_environment_back_without_jemalloc(original):
+    added = jemalloc_environment(original, LIBRARY)
+    expected = dict(original)
+    if "LD_PRELOAD" in original:
+        expected["LD_PRELOAD"] = original["LD_PRELOAD"].replace(" ", ":")
+    assert children_environment(added) == expected
+    assert children_environment(original) is None  # nothing added: nothing to take away
 
 
 @pytest.mark.parametrize(
@@ -130,6 +157,30 @@ def test_back_to_back_calls_reuse_one_block_of_temporaries_on_jemalloc():
     asynchronous, growth = done.stdout.split()
     assert asynchronous == "False"
     assert int(growth) < 32, done.stdout
+
+
+_CHILDREN_SCRIPT = """
+import os, subprocess, sys
+print("pid", os.getpid(), flush=True)
+from dig_jax.train.host_memory import prepare_entry_point
+prepare_entry_point()
+prepare_entry_point()  # a second call (dig-jax, then the command's own main): no restart
+from dig_jax.allocator import jemalloc_loaded
+probe = "from dig_jax.allocator import jemalloc_loaded as j; print(j())"
+child = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+print("after", jemalloc_loaded(), child.stdout.strip(), "MALLOC_CONF" in os.environ,
+      repr(os.environ.get("LD_PRELOAD", "")))
+"""
+
+
+@pytest.mark.skipif(find_jemalloc() is None, reason="jemalloc is not installed (libjemalloc2)")
+def test_processes_the_entry_point_starts_run_on_glibc():
+    done = _run_entry(_CHILDREN_SCRIPT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.split("\n")
+    assert len([line for line in lines if line.startswith("pid")]) == 2  # one restart only
+    after = next(line.split()[1:] for line in lines if line.startswith("after"))
+    assert after == ["True", "False", "False", "''"]
 
 
 def test_the_entry_point_stays_on_glibc_when_turned_off():

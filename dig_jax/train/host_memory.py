@@ -123,20 +123,32 @@ def prepare_entry_point() -> None:
     once (same pid) with jemalloc preloaded where installed (`dig_jax.allocator`, on unless
     DIG_JAX_JEMALLOC=0) and glibc's huge pages where DIG_JAX_HUGEPAGES=1 opts in
     (`dig_jax.hugepages`), then `keep_temporaries_in_heap` where DIG_JAX_HEAP_TEMPORARIES=1
-    opts in (glibc only), and on jemalloc `free_temporaries_before_return`. A DIG_JAX_JEMALLOC
-    path that does not exist ends the process with a one-line error. Never from library code:
-    all of it changes the whole process."""
-    from dig_jax.allocator import find_jemalloc, jemalloc_environment, reexec
+    opts in (glibc only), and on jemalloc `free_temporaries_before_return`. The processes it
+    starts afterwards (grain's workers) get the environment without jemalloc
+    (`allocator.children_environment`). A DIG_JAX_JEMALLOC path that does not exist ends the
+    process with a one-line error. Never from library code: all of it changes the whole
+    process."""
+    from dig_jax.allocator import (
+        children_environment,
+        find_jemalloc,
+        jemalloc_environment,
+        reexec,
+    )
     from dig_jax.hugepages import hugepage_environment, hugepages_supported
 
     env = dict(os.environ)
     if hugepages_supported():
         env = hugepage_environment(env) or env
-    try:
-        env = jemalloc_environment(env, find_jemalloc()) or env
-    except ValueError as error:
-        sys.exit(f"error: {error}")
+    if not jemalloc_loaded():  # a second call in the same process changes nothing
+        try:
+            env = jemalloc_environment(env, find_jemalloc()) or env
+        except ValueError as error:
+            sys.exit(f"error: {error}")
     if env != dict(os.environ):
         reexec(env)
+    children = children_environment(os.environ)
+    if children is not None:  # the processes this one starts run on glibc (see it)
+        os.environ.clear()
+        os.environ.update(children)
     keep_temporaries_in_heap()
     free_temporaries_before_return()
