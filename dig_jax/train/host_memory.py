@@ -148,7 +148,8 @@ def prepare_entry_point() -> None:
         reexec(env)
     children = children_environment(os.environ)
     if children is not None:  # the processes this one starts run on glibc (see it)
-        os.environ.clear()
+        for key in set(os.environ) - set(children):
+            del os.environ[key]
         os.environ.update(children)
     keep_temporaries_in_heap()
     free_temporaries_before_return()
