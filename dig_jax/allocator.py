@@ -61,6 +61,11 @@ def find_jemalloc(dirs: tuple[str, ...] = _DIRS) -> Path | None:
     return None
 
 
+def _preloaded(env: Mapping[str, str]) -> list[str]:
+    """The libraries of env's LD_PRELOAD (separated by colons or spaces)."""
+    return [p for p in env.get("LD_PRELOAD", "").replace(" ", ":").split(":") if p]
+
+
 def jemalloc_environment(env: Mapping[str, str], library: Path | None) -> dict[str, str] | None:
     """`env` with `library` first in LD_PRELOAD (earlier entries kept) and MALLOC_CONF set to
     CONFIG (a user's MALLOC_CONF is kept); None when nothing should change:
@@ -75,7 +80,7 @@ def jemalloc_environment(env: Mapping[str, str], library: Path | None) -> dict[s
             raise ValueError(f'{SETTING}={choice!r}: no such library ("0" turns jemalloc off)')
     if library is None:
         return None
-    preload = [p for p in env.get("LD_PRELOAD", "").replace(" ", ":").split(":") if p]
+    preload = _preloaded(env)
     if str(library) in preload:
         return None
     return {**env, "LD_PRELOAD": ":".join([str(library), *preload]),
@@ -93,8 +98,7 @@ def children_environment(env: Mapping[str, str]) -> dict[str, str] | None:
         return None
     library, conf_added = env[ADDED].rsplit("|", 1)
     out = {k: v for k, v in env.items() if k != ADDED}
-    preload = [p for p in out.get("LD_PRELOAD", "").replace(" ", ":").split(":") if p]
-    preload = [p for p in preload if p != library]
+    preload = [p for p in _preloaded(out) if p != library]
     if preload:
         out["LD_PRELOAD"] = ":".join(preload)
     else:
