@@ -17,6 +17,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 CHUNK_BYTES = 1 << 20  # the kernel gradient's working set per loop step (fits in L2)
@@ -162,3 +163,43 @@ def depthwise_conv_reference(x: jax.Array, kernel: jax.Array, stride: int = 1) -
         dimension_numbers=("NHWC", "HWIO", "NHWC"),
         feature_group_count=x.shape[-1],
     )
+
+
+def _native_call(target: str, first: jax.Array, second: jax.Array, out_shape: tuple[int, ...],
+                 stride: int, pads) -> jax.Array:  # fmt: skip
+    (_, (top, _), (left, _), _) = pads
+    call = jax.ffi.ffi_call(
+        target, jax.ShapeDtypeStruct(out_shape, jnp.float32), vmap_method="sequential"
+    )
+    return call(
+        first.astype(jnp.float32), second.astype(jnp.float32),
+        stride=np.int64(stride), top=np.int64(top), left=np.int64(left),
+    )  # fmt: skip
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def native_depthwise_conv(x: jax.Array, kernel: jax.Array, stride: int = 1) -> jax.Array:
+    """`depthwise_conv` by the C++ kernels of `dig_jax.native` (CPU only; float32 inside):
+    x f32[B, H, W, C], kernel f32[k, k, C] -> f32[B, ⌈H/s⌉, ⌈W/s⌉, C].
+
+    Forward and both gradients vectorise over the channels and run on XLA's intra-op threads:
+    on the 2-core CPU 2–4x faster than the shift form (README, Speed). Call only when
+    `dig_jax.native.load_depthwise()` is True."""
+    out_hw, pads = _pads(x.shape, kernel.shape[0], stride)
+    shape = (x.shape[0], *out_hw, x.shape[3])
+    return _native_call("dig_jax_depthwise_forward", x, kernel, shape, stride, pads).astype(x.dtype)
+
+
+def _native_fwd(x, kernel, stride):
+    return native_depthwise_conv(x, kernel, stride), (x, kernel)
+
+
+def _native_bwd(stride, residuals, g):
+    x, kernel = residuals
+    _, pads = _pads(x.shape, kernel.shape[0], stride)
+    dx = _native_call("dig_jax_depthwise_input_grad", g, kernel, x.shape, stride, pads)
+    dk = _native_call("dig_jax_depthwise_kernel_grad", x, g, kernel.shape, stride, pads)
+    return dx.astype(x.dtype), dk.astype(kernel.dtype)
+
+
+native_depthwise_conv.defvjp(_native_fwd, _native_bwd)

@@ -24,7 +24,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from dig_jax.models.convs import Conv
-from dig_jax.models.depthwise import depthwise_conv, depthwise_conv_reference
+from dig_jax.models.depthwise import (
+    depthwise_conv,
+    depthwise_conv_reference,
+    native_depthwise_conv,
+)
+from dig_jax.native import load_depthwise
 
 # (repeats, kernel, stride, expand ratio, output channels) per stage.
 LITE0_STAGES = (
@@ -68,8 +73,9 @@ class DepthwiseConv(nn.Module):
     """k×k depthwise convolution, SAME padding, no bias. Kernel param f32[k, k, 1, C] (HWIO with
     one input channel per group, as `nn.Conv(feature_group_count=C)` stores it).
 
-    `impl`: "shift" (fused shift-and-multiply-adds, fast on CPU), "xla" (grouped convolution,
-    fast on GPU/TPU) or "auto" (shift on CPU, xla elsewhere).
+    `impl`: "native" (the C++ kernels of `dig_jax.native`, fastest on CPU), "shift" (fused
+    shift-and-multiply-adds, pure XLA), "xla" (grouped convolution, fast on GPU/TPU) or "auto"
+    (on CPU native where it builds, else shift; xla elsewhere).
     """
 
     kernel_size: int
@@ -80,13 +86,33 @@ class DepthwiseConv(nn.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         k = self.kernel_size
         kernel = self.param("kernel", nn.initializers.lecun_normal(), (k, k, 1, x.shape[-1]))
-        impl = self.impl
-        if impl == "auto":
-            impl = "shift" if jax.default_backend() == "cpu" else "xla"
-        if impl not in ("shift", "xla"):
-            raise ValueError(f"impl must be 'auto', 'shift' or 'xla', got {self.impl!r}")
-        op = depthwise_conv if impl == "shift" else depthwise_conv_reference
-        return op(x, kernel[:, :, 0, :].astype(x.dtype), self.strides)
+        return DEPTHWISE_OPS[resolve_depthwise_impl(self.impl)](
+            x, kernel[:, :, 0, :].astype(x.dtype), self.strides
+        )
+
+
+DEPTHWISE_OPS = {
+    "native": native_depthwise_conv,
+    "shift": depthwise_conv,
+    "xla": depthwise_conv_reference,
+}
+
+
+def resolve_depthwise_impl(impl: str, backend: str | None = None) -> str:
+    """The depthwise implementation `impl` ("auto", "native", "shift" or "xla") means on
+    `backend` (default: JAX's): "auto" is native on CPU where `dig_jax.native` builds, else
+    shift, and xla on other backends. "native" raises where the kernels cannot be built."""
+    if impl not in (*DEPTHWISE_OPS, "auto"):
+        raise ValueError(f"impl must be 'auto', 'native', 'shift' or 'xla', got {impl!r}")
+    on_cpu = (backend or jax.default_backend()) == "cpu"
+    if impl == "auto":
+        return ("native" if load_depthwise() else "shift") if on_cpu else "xla"
+    if impl == "native" and not (on_cpu and load_depthwise()):
+        raise ValueError(
+            "depthwise impl 'native' needs the CPU backend and a C++ compiler "
+            "(see dig_jax.native); use 'auto' or 'shift'"
+        )
+    return impl
 
 
 def _bn(train: bool, name: str) -> nn.BatchNorm:

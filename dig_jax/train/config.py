@@ -78,7 +78,7 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     c.model.multihead = False
     c.model.backbone = "hrnet18s"  # or "efficientnet_lite0" (`with_lite_backbone`)
     c.model.pretrained = ""  # "imagenet" or a weights path (EfficientNet-Lite0 only)
-    c.model.depthwise_impl = "auto"  # EfficientNet depthwise convs: auto | shift | xla
+    c.model.depthwise_impl = "auto"  # EfficientNet depthwise convs: auto | native | shift | xla
     c.model.fine_head = False  # EfficientNet: stride-2 boundary refinement of the logits
     small = variant in ("demo", "tiny")
     c.model.aux_reduce = 4 if variant == "tiny" else (16 if small else 48)
@@ -255,7 +255,7 @@ def validate_config(c: ml_collections.ConfigDict, num_devices: int | None = None
     backbone = m.get("backbone", "hrnet18s")
     _check(backbone in backbones, "model.backbone", f"must be one of {backbones}", backbone)
     impl = m.get("depthwise_impl", "auto")
-    impls = ("auto", "shift", "xla")
+    impls = ("auto", "native", "shift", "xla")
     _check(impl in impls, "model.depthwise_impl", f"must be one of {impls}", impl)
     pretrained = m.get("pretrained", "")
     _check(

@@ -7,23 +7,36 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from dig_jax import native
 from dig_jax.models import depthwise
-from dig_jax.models.depthwise import depthwise_conv, depthwise_conv_reference, same_padding
-from dig_jax.models.efficientnet_lite import DepthwiseConv
+from dig_jax.models.depthwise import (
+    depthwise_conv,
+    depthwise_conv_reference,
+    native_depthwise_conv,
+    same_padding,
+)
+from dig_jax.models.efficientnet_lite import DepthwiseConv, resolve_depthwise_impl
+
+needs_native = pytest.mark.skipif(
+    not native.load_depthwise(), reason="no C++ compiler here: dig_jax.native did not build"
+)
+CASES = [
+    ((2, 9, 7, 3), 3, 1),
+    ((2, 9, 7, 3), 3, 2),
+    ((1, 8, 8, 5), 5, 2),
+    ((2, 11, 6, 4), 5, 1),
+    ((1, 4, 4, 2), 5, 1),  # kernel larger than the map
+    ((1, 1, 3, 2), 3, 2),
+    ((3, 10, 10, 16), 3, 2),  # even size, stride 2: TF's extra pixel at the end only
+]
+
+
+def _grads(fn, x, w, g, stride):
+    return jax.grad(lambda x, w: jnp.sum(fn(x, w, stride) * g), argnums=(0, 1))(x, w)
 
 
 @pytest.mark.parametrize("looped", [False, True], ids=["one-reduction", "row-blocks"])
-@pytest.mark.parametrize(
-    ("shape", "kernel", "stride"),
-    [
-        ((2, 9, 7, 3), 3, 1),
-        ((2, 9, 7, 3), 3, 2),
-        ((1, 8, 8, 5), 5, 2),
-        ((2, 11, 6, 4), 5, 1),
-        ((1, 4, 4, 2), 5, 1),  # kernel larger than the map
-        ((1, 1, 3, 2), 3, 2),
-    ],
-)
+@pytest.mark.parametrize(("shape", "kernel", "stride"), CASES)
 def test_values_and_gradients_match_xla(shape, kernel, stride, looped, monkeypatch):
     # Both kernel-gradient paths: one reduction over the batch, and the loop over row blocks
     # (forced with a tiny size threshold and blocks of a few rows).
@@ -39,12 +52,44 @@ def test_values_and_gradients_match_xla(shape, kernel, stride, looped, monkeypat
                                        shape[3])  # fmt: skip
     np.testing.assert_allclose(fast, ref, rtol=1e-5, atol=1e-5)
     g = jax.random.normal(kg, ref.shape)
+    got, want = (
+        _grads(depthwise_conv, x, w, g, stride),
+        _grads(depthwise_conv_reference, x, w, g, stride),
+    )
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
 
-    def grads(fn):
-        return jax.grad(lambda x, w: jnp.sum(fn(x, w, stride) * g), argnums=(0, 1))(x, w)
 
-    for got, want in zip(grads(depthwise_conv), grads(depthwise_conv_reference), strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+@needs_native
+@pytest.mark.parametrize(("shape", "kernel", "stride"), CASES)
+def test_native_values_and_gradients_match_xla(shape, kernel, stride):
+    kx, kw, kg = jax.random.split(jax.random.key(5), 3)
+    x = jax.random.normal(kx, shape)
+    w = jax.random.normal(kw, (kernel, kernel, shape[-1]))
+    got = jax.jit(native_depthwise_conv, static_argnums=2)(x, w, stride)
+    want = depthwise_conv_reference(x, w, stride)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    g = jax.random.normal(kg, want.shape)
+    got_grads = jax.jit(_grads, static_argnums=(0, 4))(native_depthwise_conv, x, w, g, stride)
+    for a, b in zip(got_grads, _grads(depthwise_conv_reference, x, w, g, stride), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
+@needs_native
+def test_native_kernel_gradient_is_deterministic_and_vmaps():
+    # More output rows than the kernel gradient's fixed blocks, so several partial sums.
+    x = jax.random.normal(jax.random.key(6), (4, 24, 20, 8))
+    w = jax.random.normal(jax.random.key(7), (3, 3, 8))
+    grad = jax.jit(jax.grad(lambda w, x: jnp.sum(native_depthwise_conv(x, w, 1) ** 2)))
+    first, second = grad(w, x), grad(w, x)
+    assert np.asarray(first).tobytes() == np.asarray(second).tobytes()
+    # vmap over a leading axis runs the kernels once per element: same values as unbatched.
+    stacked = jnp.stack([x[:2], x[2:]])
+    batched = jax.vmap(lambda x: native_depthwise_conv(x, w, 2))(stacked)
+    np.testing.assert_allclose(
+        batched[1], depthwise_conv_reference(x[2:], w, 2), rtol=1e-5, atol=1e-5
+    )
 
 
 def test_jit_and_second_call_agree():
@@ -71,3 +116,63 @@ def test_module_impls_agree_and_reject_unknown():
     np.testing.assert_allclose(shift, xla, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="impl must be"):
         DepthwiseConv(5, 1, "fft").apply(variables, x)
+    if native.load_depthwise():
+        got = DepthwiseConv(5, 2, "native").apply(variables, x)
+        np.testing.assert_allclose(got, xla, rtol=1e-5, atol=1e-5)
+
+
+def test_auto_impl_is_native_on_cpu_where_it_builds_and_xla_elsewhere():
+    assert resolve_depthwise_impl("auto", "cpu") == (
+        "native" if native.load_depthwise() else "shift"
+    )
+    assert resolve_depthwise_impl("auto", "gpu") == "xla"
+    assert resolve_depthwise_impl("shift", "gpu") == "shift"
+    with pytest.raises(ValueError, match="'native' needs the CPU backend"):
+        resolve_depthwise_impl("native", "gpu")
+
+
+def test_native_loader_reports_a_missing_or_failing_compiler(monkeypatch, tmp_path, caplog):
+    monkeypatch.setenv(native.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv("CXX", "no-such-compiler-dig-jax")
+    with pytest.raises(native.NativeBuildError, match="no C\\+\\+ compiler"):
+        native._compiler()
+    assert native.load_depthwise.__wrapped__() is False
+    assert "native depthwise kernels unavailable" in caplog.text
+    monkeypatch.setenv("CXX", "false")  # on PATH, exits 1: a failed build, nothing left behind
+    assert native.load_depthwise.__wrapped__() is False
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv(native.SWITCH_ENV, "0")
+    assert native.load_depthwise.__wrapped__() is False
+
+
+@needs_native
+def test_native_build_writes_a_loadable_library(tmp_path):
+    import ctypes
+
+    compiler = native._compiler()
+    path = native.build(compiler, tmp_path / "depthwise.so")
+    library = ctypes.cdll.LoadLibrary(str(path))
+    assert all(hasattr(library, symbol) for symbol in native.TARGETS.values())
+    assert [p.name for p in tmp_path.iterdir()] == ["depthwise.so"]  # no scratch file left
+    # The cache key follows the source, the compiler and the CPU: same inputs, same path.
+    assert native.library_path(compiler) == native.library_path(compiler)
+
+
+@needs_native
+def test_native_under_a_sharded_jit_matches_the_reference():
+    # XLA cannot split a custom call across devices: it gathers the batch, and the values
+    # stay right (the tests run on 4 simulated CPU devices).
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    devices = np.array(jax.devices()[:4])
+    if devices.size < 2:
+        pytest.skip("one device only: nothing to shard")
+    mesh = Mesh(devices, ("data",))
+    x = jax.random.normal(jax.random.key(8), (devices.size * 2, 8, 8, 8))
+    w = jax.random.normal(jax.random.key(9), (3, 3, 8))
+    x = jax.device_put(x, NamedSharding(mesh, PartitionSpec("data")))
+    loss = jax.jit(jax.value_and_grad(lambda w, x: jnp.sum(native_depthwise_conv(x, w, 2) ** 2)))
+    want = jax.value_and_grad(lambda w, x: jnp.sum(depthwise_conv_reference(x, w, 2) ** 2))
+    (value, grad), (ref_value, ref_grad) = loss(w, x), want(w, np.asarray(x))
+    np.testing.assert_allclose(value, ref_value, rtol=1e-5)
+    np.testing.assert_allclose(grad, ref_grad, rtol=1e-4, atol=1e-4)

@@ -1,0 +1,119 @@
+"""CPU kernels XLA lacks, as XLA FFI custom calls built from C++ on first use.
+
+`depthwise.cc` holds the depthwise convolution (forward, input and kernel gradients) that
+`dig_jax.models.depthwise` calls on CPU. The source is compiled once per machine with the
+system C++ compiler (`$CXX`, else `c++`) against the FFI headers jaxlib ships, into
+`$DIG_JAX_NATIVE_CACHE` (default `~/.cache/dig_jax/native`), keyed by a hash of the source,
+flags, compiler, jaxlib version and CPU; later processes load the library in a few ms.
+
+Where no compiler is found or the build fails, `load_depthwise()` returns None after one
+warning that says why, and callers use the pure-XLA path. `DIG_JAX_NATIVE=0` turns the
+kernels off (for A/B comparisons).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import jax
+
+logger = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("depthwise.cc")
+CACHE_ENV = "DIG_JAX_NATIVE_CACHE"
+SWITCH_ENV = "DIG_JAX_NATIVE"
+FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC")
+TARGETS = {  # FFI target name -> exported symbol
+    "dig_jax_depthwise_forward": "DigJaxDepthwiseForward",
+    "dig_jax_depthwise_input_grad": "DigJaxDepthwiseInputGrad",
+    "dig_jax_depthwise_kernel_grad": "DigJaxDepthwiseKernelGrad",
+}
+
+
+class NativeBuildError(RuntimeError):
+    """The C++ kernels could not be compiled or loaded (the message says why)."""
+
+
+def cache_dir() -> Path:
+    """Folder of the compiled libraries (`$DIG_JAX_NATIVE_CACHE` or ~/.cache/dig_jax/native)."""
+    default = Path("~/.cache/dig_jax/native").expanduser()
+    return Path(os.environ.get(CACHE_ENV, default)).expanduser()
+
+
+def _compiler() -> str:
+    compiler = os.environ.get("CXX", "c++")
+    path = shutil.which(compiler)
+    if path is None:
+        raise NativeBuildError(f"no C++ compiler ({compiler!r} not on PATH; set $CXX)")
+    return path
+
+
+def _cpu_signature() -> str:
+    """What -march=native depends on: the CPU's feature flags where Linux lists them."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return line
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def library_path(compiler: str) -> Path:
+    """Where the library built from the current source with `compiler` lives."""
+    version = subprocess.run(
+        [compiler, "--version"], capture_output=True, text=True, check=False
+    ).stdout
+    key = hashlib.sha256()
+    for part in (SOURCE.read_bytes(), " ".join(FLAGS).encode(), version.encode(),
+                 jax.ffi.include_dir().encode(), jax.__version__.encode(),
+                 _cpu_signature().encode()):  # fmt: skip
+        key.update(part)
+        key.update(b"\0")
+    return cache_dir() / f"depthwise-{key.hexdigest()[:16]}.so"
+
+
+def build(compiler: str, target: Path) -> Path:
+    """Compile `depthwise.cc` into `target` (atomically: concurrent builds cannot clash)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, scratch = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    os.close(fd)
+    command = [compiler, *FLAGS, f"-I{jax.ffi.include_dir()}", str(SOURCE), "-o", scratch]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        os.unlink(scratch)
+        tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
+        raise NativeBuildError(f"{Path(compiler).name} failed: {' | '.join(tail)}")
+    os.replace(scratch, target)
+    return target
+
+
+@functools.cache
+def load_depthwise() -> bool:
+    """True once the depthwise FFI targets are registered for the CPU (building them if
+    needed); False, after one warning, where they cannot be (or `DIG_JAX_NATIVE=0`)."""
+    if os.environ.get(SWITCH_ENV, "1") == "0":
+        return False
+    try:
+        compiler = _compiler()
+        path = library_path(compiler)
+        if not path.is_file():
+            logger.info("building %s (once per machine) into %s", SOURCE.name, path)
+            build(compiler, path)
+        library = ctypes.cdll.LoadLibrary(str(path))
+        for name, symbol in TARGETS.items():
+            capsule = jax.ffi.pycapsule(getattr(library, symbol))
+            jax.ffi.register_ffi_target(name, capsule, platform="cpu")
+    except (NativeBuildError, OSError, AttributeError) as error:
+        logger.warning("native depthwise kernels unavailable, using XLA's: %s", error)
+        return False
+    return True
