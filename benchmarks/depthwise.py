@@ -7,7 +7,8 @@ For every depthwise layer of the EfficientNet-Lite0 backbone at `--side` input (
 (`dig_jax.models.depthwise.depthwise_conv`), `native` (`native_depthwise_conv`) and, where
 torch is installed, torch's `channels_last` depthwise `Conv2d` on 2 threads; then the ratios
 shift / native and torch / native (> 1: native faster). All compiled in one process and timed
-interleaved round by round, median of `--iters`. `--quick`: three small layers, 3 iterations
+interleaved round by round, median of `--iters`, on jemalloc where it is installed (as the
+entry points run: `host_memory.prepare_entry_point`). `--quick`: three small layers, 3 iterations
 (a smoke run for `make bench`). Without a C++ compiler the native column is skipped with the
 reason.
 """
@@ -24,10 +25,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from dig_jax import native
+from dig_jax.allocator import jemalloc_loaded
 from dig_jax.models.depthwise import depthwise_conv, native_depthwise_conv
 from dig_jax.models.efficientnet_lite import block_specs
 from dig_jax.models.xla_options import train_compiler_options
-from dig_jax.train.host_memory import free_temporaries_before_return
+from dig_jax.train.host_memory import prepare_entry_point
 
 
 def lite_layers(batch: int, side: int) -> list[tuple[int, int, int, int, int]]:
@@ -110,8 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iters", type=int, default=15)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
+    # As the entry points run: on jemalloc where installed (torch, in this process, too); on
+    # glibc the buffers above its mmap threshold (32 MiB) are mapped and faulted in on every
+    # call, which doubled some layers' times.
+    prepare_entry_point()
     jax.config.update("jax_platforms", "cpu")
-    free_temporaries_before_return()  # as the entry points do (on jemalloc)
     use_native = native.load_depthwise()
     if not use_native:
         print("native kernels unavailable (see the warning above): shift and torch only")
@@ -119,8 +124,9 @@ def main(argv: list[str] | None = None) -> int:
         layers, iters = [(2, 16, 16, 3, 1), (2, 16, 24, 5, 2), (1, 9, 8, 3, 2)], 3
     else:
         layers, iters = lite_layers(args.batch, args.side), args.iters
-    print(f"depthwise layers of EfficientNet-Lite0, ms (median of {iters}, interleaved); "
-          "ratios > 1: native faster")  # fmt: skip
+    allocator = "jemalloc" if jemalloc_loaded() else "glibc malloc"
+    print(f"depthwise layers of EfficientNet-Lite0, ms (median of {iters}, interleaved, "
+          f"{allocator}); ratios > 1: native faster")  # fmt: skip
     print("| batch × side² × C, k, s | shift fwd | native fwd | torch fwd | shift fwd+bwd "
           "| native fwd+bwd | torch fwd+bwd | shift / native fwd+bwd "
           "| torch / native fwd+bwd |")  # fmt: skip
