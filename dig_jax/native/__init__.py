@@ -91,8 +91,10 @@ def build(compiler: str, target: Path) -> Path:
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         os.unlink(scratch)
-        tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
-        raise NativeBuildError(f"{Path(compiler).name} failed: {' | '.join(tail)}")
+        lines = (result.stderr or result.stdout).strip().splitlines()
+        errors = [line for line in lines if "error" in line.lower()]  # not the headers' warnings
+        shown = errors[:3] or lines[-3:]
+        raise NativeBuildError(f"{Path(compiler).name} failed: {' | '.join(shown)}")
     os.replace(scratch, target)
     return target
 

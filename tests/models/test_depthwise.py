@@ -158,6 +158,24 @@ def test_native_loader_reports_a_missing_or_failing_compiler(monkeypatch, tmp_pa
     assert native.load_depthwise.__wrapped__() is False
 
 
+def test_native_build_error_names_the_compiler_error_not_header_warnings(tmp_path):
+    compiler = tmp_path / "fake-c++"
+    compiler.write_text(
+        "#!/bin/sh\n"
+        "echo 'ffi.h:772: warning: always_inline function might not be inlinable' >&2\n"
+        "echo 'depthwise.cc:254: error: CheckTaps was not declared in this scope' >&2\n"
+        "echo 'api.h:179: warning: control reaches end of non-void function' >&2\n"
+        "exit 1\n"
+    )
+    compiler.chmod(0o755)
+    with pytest.raises(
+        native.NativeBuildError, match=r"depthwise\.cc:254: error: CheckTaps"
+    ) as info:
+        native.build(str(compiler), tmp_path / "out" / "depthwise.so")
+    assert "warning" not in str(info.value)
+    assert list((tmp_path / "out").iterdir()) == []  # the scratch file is removed
+
+
 @needs_native
 def test_native_build_writes_a_loadable_library(tmp_path):
     import ctypes
