@@ -165,16 +165,52 @@ def depthwise_conv_reference(x: jax.Array, kernel: jax.Array, stride: int = 1) -
     )
 
 
+_KERNEL_GRAD = "dig_jax_depthwise_kernel_grad"
+
+
+def _fold_channels(a: jax.Array, batched: bool, size: int, axis: int) -> jax.Array:
+    """f32[V, ..., C] (or unbatched [..., C], broadcast) -> f32[..., V·C], V placed at `axis`
+    of the unbatched shape then merged with the channels that follow it."""
+    if not batched:
+        a = jnp.broadcast_to(a, (size, *a.shape))
+    a = jnp.moveaxis(a, 0, axis)
+    return a.reshape(*a.shape[:axis], -1)
+
+
 def _native_call(target: str, first: jax.Array, second: jax.Array, out_shape: tuple[int, ...],
                  stride: int, pads) -> jax.Array:  # fmt: skip
-    (_, (top, _), (left, _), _) = pads
-    call = jax.ffi.ffi_call(
-        target, jax.ShapeDtypeStruct(out_shape, jnp.float32), vmap_method="sequential"
-    )
-    return call(
-        first.astype(jnp.float32), second.astype(jnp.float32),
-        stride=np.int64(stride), top=np.int64(top), left=np.int64(left),
-    )  # fmt: skip
+    """One FFI call; under `vmap` the mapped axis becomes part of the batch axis (only the
+    image side mapped: a free reshape) or of the channel axis (the kernel mapped too, or a
+    kernel gradient: depthwise channels are independent), so the kernels run once."""
+
+    @jax.custom_batching.custom_vmap
+    def call(first: jax.Array, second: jax.Array) -> jax.Array:
+        (_, (top, _), (left, _), _) = pads
+        ffi = jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(out_shape, jnp.float32))
+        return ffi(
+            first.astype(jnp.float32), second.astype(jnp.float32),
+            stride=np.int64(stride), top=np.int64(top), left=np.int64(left),
+        )  # fmt: skip
+
+    @call.def_vmap
+    def _(size: int, in_batched: list[bool], first: jax.Array, second: jax.Array):
+        first_batched, second_batched = in_batched
+        if target != _KERNEL_GRAD and not second_batched:  # images mapped, one kernel
+            merged = first.reshape(-1, *first.shape[2:])
+            out = _native_call(target, merged, second, (size * out_shape[0], *out_shape[1:]),
+                               stride, pads)  # fmt: skip
+            return out.reshape(size, *out_shape), True
+        # Image side [N, H, W, C] -> [N, H, W, V·C]; kernel or dy likewise.
+        second_axis = 3 if target == _KERNEL_GRAD else 2
+        out = _native_call(
+            target, _fold_channels(first, first_batched, size, 3),
+            _fold_channels(second, second_batched, size, second_axis),
+            (*out_shape[:-1], size * out_shape[-1]), stride, pads,
+        )  # fmt: skip
+        out = out.reshape(*out_shape[:-1], size, out_shape[-1])
+        return jnp.moveaxis(out, -2, 0), True
+
+    return call(first, second)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
@@ -198,7 +234,7 @@ def _native_bwd(stride, residuals, g):
     x, kernel = residuals
     _, pads = _pads(x.shape, kernel.shape[0], stride)
     dx = _native_call("dig_jax_depthwise_input_grad", g, kernel, x.shape, stride, pads)
-    dk = _native_call("dig_jax_depthwise_kernel_grad", x, g, kernel.shape, stride, pads)
+    dk = _native_call(_KERNEL_GRAD, x, g, kernel.shape, stride, pads)
     return dx.astype(x.dtype), dk.astype(kernel.dtype)
 
 

@@ -126,6 +126,32 @@ inline void WeightedTapSum(const float* const* taps, const float* const* weights
 // neighbouring outputs are summed together, 16 channels at a time, so each input vector is
 // loaded once for all the taps that read it; the channel loop is inside the column loop so the
 // input is read in address order. The forward adds taps in WeightedTapSum's (r, j) order.
+template <int K, int S, int R, int kBlock>
+inline void InteriorOutputs(const float* const* rows, const float* const* w_rows, int64_t w_step,
+                            int64_t C, int64_t C16, int64_t v, float* out, int64_t out_step) {
+  for (int64_t c0 = 0; c0 < C16; c0 += 16) {
+    Vec8 lo[kBlock] = {}, hi[kBlock] = {};
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const float* p = rows[r] + v * S * C + c0;
+      const float* w = w_rows[r] + c0;
+#pragma GCC unroll 8
+      for (int j = 0; j < K; ++j) {
+        const Vec8 wl = Load(w + j * w_step), wh = Load(w + j * w_step + 8);
+#pragma GCC unroll 4
+        for (int u = 0; u < kBlock; ++u) {
+          lo[u] += Load(p + (u * S + j) * C) * wl;
+          hi[u] += Load(p + (u * S + j) * C + 8) * wh;
+        }
+      }
+    }
+    for (int u = 0; u < kBlock; ++u) {
+      Store(out + (v + u) * out_step + c0, lo[u]);
+      Store(out + (v + u) * out_step + c0 + 8, hi[u]);
+    }
+  }
+}
+
 template <int K, int S, int R>
 void InteriorBlock(const float* const* rows, const float* const* w_rows, int64_t w_step,
                    int64_t C, int64_t C16, int64_t v_begin, int64_t v_end, float* out,
@@ -133,45 +159,9 @@ void InteriorBlock(const float* const* rows, const float* const* w_rows, int64_t
   constexpr int kBlock = 4;
   int64_t v = v_begin;
   for (; v + kBlock <= v_end; v += kBlock) {
-    for (int64_t c0 = 0; c0 < C16; c0 += 16) {
-      Vec8 lo[kBlock] = {}, hi[kBlock] = {};
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const float* p = rows[r] + v * S * C + c0;
-        const float* w = w_rows[r] + c0;
-#pragma GCC unroll 8
-        for (int j = 0; j < K; ++j) {
-          const Vec8 wl = Load(w + j * w_step), wh = Load(w + j * w_step + 8);
-#pragma GCC unroll 4
-          for (int u = 0; u < kBlock; ++u) {
-            lo[u] += Load(p + (u * S + j) * C) * wl;
-            hi[u] += Load(p + (u * S + j) * C + 8) * wh;
-          }
-        }
-      }
-      for (int u = 0; u < kBlock; ++u) {
-        Store(out + (v + u) * out_step + c0, lo[u]);
-        Store(out + (v + u) * out_step + c0 + 8, hi[u]);
-      }
-    }
+    InteriorOutputs<K, S, R, kBlock>(rows, w_rows, w_step, C, C16, v, out, out_step);
   }
-  for (; v < v_end; ++v) {
-    for (int64_t c0 = 0; c0 < C16; c0 += 16) {
-      Vec8 lo = {}, hi = {};
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const float* p = rows[r] + v * S * C + c0;
-        const float* w = w_rows[r] + c0;
-#pragma GCC unroll 8
-        for (int j = 0; j < K; ++j) {
-          lo += Load(p + j * C) * Load(w + j * w_step);
-          hi += Load(p + j * C + 8) * Load(w + j * w_step + 8);
-        }
-      }
-      Store(out + v * out_step + c0, lo);
-      Store(out + v * out_step + c0 + 8, hi);
-    }
-  }
+  for (; v < v_end; ++v) InteriorOutputs<K, S, R, 1>(rows, w_rows, w_step, C, C16, v, out, out_step);
 }
 
 using InteriorFn = void (*)(const float* const*, const float* const*, int64_t, int64_t, int64_t,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -90,19 +92,50 @@ def test_native_values_and_gradients_match_xla(shape, kernel, stride):
 
 
 @needs_native
-def test_native_kernel_gradient_is_deterministic_and_vmaps():
+def test_native_kernel_gradient_is_deterministic():
     # More output rows than the kernel gradient's fixed blocks, so several partial sums.
     x = jax.random.normal(jax.random.key(6), (4, 24, 20, 8))
     w = jax.random.normal(jax.random.key(7), (3, 3, 8))
     grad = jax.jit(jax.grad(lambda w, x: jnp.sum(native_depthwise_conv(x, w, 1) ** 2)))
     first, second = grad(w, x), grad(w, x)
     assert np.asarray(first).tobytes() == np.asarray(second).tobytes()
-    # vmap over a leading axis runs the kernels once per element: same values as unbatched.
-    stacked = jnp.stack([x[:2], x[2:]])
-    batched = jax.vmap(lambda x: native_depthwise_conv(x, w, 2))(stacked)
+
+
+@needs_native
+@pytest.mark.parametrize("stride", [1, 2])
+def test_native_vmap_matches_a_loop_over_the_mapped_axis(stride):
+    # The batching rule folds a mapped axis into the batch axis (images only) or the channels
+    # (kernels mapped, and every kernel gradient); values and gradients equal a Python loop.
+    xs = jax.random.normal(jax.random.key(8), (3, 2, 9, 10, 5))
+    ws = jax.random.normal(jax.random.key(9), (3, 3, 3, 5))
+    gs = jax.random.normal(jax.random.key(10), (3, 2, -(-9 // stride), -(-10 // stride), 5))
+
+    def loss(fn, x, w, g):
+        return jnp.sum(fn(x, w, stride) * g)
+
+    def per_element(fn, x, w, g):  # value and both gradients of one element
+        return fn(x, w, stride), *jax.grad(loss, argnums=(1, 2))(fn, x, w, g)
+
+    native = functools.partial(per_element, native_depthwise_conv)
+    reference = functools.partial(per_element, depthwise_conv_reference)
+    cases = {
+        "images": (jax.vmap(native, in_axes=(0, None, 0)), lambda i: (xs[i], ws[0], gs[i])),
+        "kernels": (jax.vmap(native, in_axes=(None, 0, 0)), lambda i: (xs[0], ws[i], gs[i])),
+        "both": (jax.vmap(native, in_axes=(0, 0, 0)), lambda i: (xs[i], ws[i], gs[i])),
+    }
+    for name, (batched, element) in cases.items():
+        args = [xs if name != "kernels" else xs[0], ws if name != "images" else ws[0], gs]
+        got = jax.jit(batched)(*args)
+        for i in range(3):
+            for a, b in zip(got, reference(*element(i)), strict=True):
+                np.testing.assert_allclose(a[i], b, rtol=1e-4, atol=1e-4, err_msg=name)
+    # Nested: the inner rule's call is itself batched by the outer vmap.
+    nested = jax.vmap(jax.vmap(lambda x: native_depthwise_conv(x, ws[0], stride)))
     np.testing.assert_allclose(
-        batched[1], depthwise_conv_reference(x[2:], w, 2), rtol=1e-5, atol=1e-5
-    )
+        nested(xs[:, :, None]),
+        jax.vmap(jax.vmap(lambda x: depthwise_conv_reference(x, ws[0], stride)))(xs[:, :, None]),
+        rtol=1e-5, atol=1e-5,
+    )  # fmt: skip
 
 
 def test_jit_and_second_call_agree():
