@@ -219,7 +219,7 @@ def native_depthwise_conv(x: jax.Array, kernel: jax.Array, stride: int = 1) -> j
     x f32[B, H, W, C], kernel f32[k, k, C] -> f32[B, ⌈H/s⌉, ⌈W/s⌉, C].
 
     Forward and both gradients vectorise over the channels and run on XLA's intra-op threads:
-    on the 2-core CPU 2–4x faster than the shift form (README, Speed). Call only when
+    on the 2-core CPU 2–4x faster than the shift form (README, Models). Call only when
     `dig_jax.native.load_depthwise()` is True."""
     out_hw, pads = _pads(x.shape, kernel.shape[0], stride)
     shape = (x.shape[0], *out_hw, x.shape[3])

@@ -6,7 +6,7 @@ system C++ compiler (`$CXX`, else `c++`) against the FFI headers jaxlib ships, i
 `$DIG_JAX_NATIVE_CACHE` (default `~/.cache/dig_jax/native`), keyed by a hash of the source,
 flags, compiler, jaxlib version and CPU; later processes load the library in a few ms.
 
-Where no compiler is found or the build fails, `load_depthwise()` returns None after one
+Where no compiler is found or the build fails, `load_depthwise()` returns False after one
 warning that says why, and callers use the pure-XLA path. `DIG_JAX_NATIVE=0` turns the
 kernels off (for A/B comparisons).
 """
