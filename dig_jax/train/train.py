@@ -31,7 +31,11 @@ from tqdm.auto import tqdm
 from dig_jax.allocator import freed_pages_returned
 from dig_jax.evaluation.scores import format_rice_table, score_batch, summarize_scores
 from dig_jax.models.interactive import batch_to_input, build_segmenter, pretrained_variables
-from dig_jax.models.xla_options import predict_compiler_options, train_compiler_options
+from dig_jax.models.xla_options import (
+    init_compiler_options,
+    predict_compiler_options,
+    train_compiler_options,
+)
 from dig_jax.train import checkpointing
 from dig_jax.train.config import validate_config
 from dig_jax.train.evals import LoopEvaluators
@@ -215,7 +219,9 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
         (workdir / "config.json").write_text(config.to_json_best_effort(indent=2))
     if restored is None:
         start_step = 0
-        state = jax.jit(init_fn, out_shardings=state_sharding)(key)
+        state = jax.jit(
+            init_fn, out_shardings=state_sharding, compiler_options=init_compiler_options() or None
+        )(key)
         pretrained = pretrained_variables(config.model)
         if pretrained is not None:
             state = jax.device_put(with_pretrained(state, pretrained), state_sharding)

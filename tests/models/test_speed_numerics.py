@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from dig_jax.models.interactive import build_segmenter
+from dig_jax.models.xla_options import init_compiler_options
 from dig_jax.train.config import base_config, with_lite_backbone
 from dig_jax.train.losses import total_loss
 from dig_jax.train.train import init_state
@@ -52,7 +53,9 @@ def _variables(model, name: str):
     """Initial variables with non-trivial BatchNorm statistics (so folding them matters)."""
     import optax
 
-    state = init_state(model, optax.sgd(0.1), (BATCH, SIDE, SIDE, 6), jax.random.key(1))
+    # Jitted with the init options: op by op, the initialisers' dispatch took ~50 s cold.
+    init = functools.partial(init_state, model, optax.sgd(0.1), (BATCH, SIDE, SIDE, 6))
+    state = jax.jit(init, compiler_options=init_compiler_options() or None)(jax.random.key(1))
     rng = np.random.default_rng(7)
     stats = jax.tree.map(
         lambda v: np.abs(v + rng.normal(0, 0.2, v.shape)).astype(np.float32), state.batch_stats

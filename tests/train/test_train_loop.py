@@ -15,6 +15,7 @@ from jax.sharding import PartitionSpec as P
 
 import dig_jax
 from dig_jax.models.interactive import build_segmenter
+from dig_jax.models.xla_options import init_compiler_options
 from dig_jax.train import checkpointing
 from dig_jax.train.__main__ import load_config, main, parse_flags
 from dig_jax.train.config import validate_config
@@ -58,15 +59,20 @@ def test_one_step_on_4_devices_matches_1_device():
     tx = make_optimizer(config.optim, config.total_steps)
     batch = device_batch(next(make_train_iterator(config)))
     shape = (config.batch_size, config.image_size, config.image_size, model.in_channels)
+    # One initial state (its compile is as long as the step's), replicated onto each mesh.
+    initial_state = jax.device_get(
+        jax.jit(
+            functools.partial(init_state, model, tx, shape),
+            compiler_options=init_compiler_options() or None,
+        )(jax.random.key(0))
+    )
+    initial = initial_state.params
     results = []
     for n in (1, 4):
         mesh = make_mesh(n)
         replicated = NamedSharding(mesh, P())
-        init = functools.partial(init_state, model, tx, shape)
-        abstract = jax.eval_shape(init, jax.random.key(0))
-        sharding = jax.tree.map(lambda _, r=replicated: r, abstract)
-        state = jax.jit(init, out_shardings=sharding)(jax.random.key(0))
-        initial = jax.device_get(state.params)
+        sharding = jax.tree.map(lambda _, r=replicated: r, initial_state)
+        state = jax.device_put(initial_state, sharding)
         step = jax.jit(
             functools.partial(
                 train_step, model=model, input_kind="gesture", loss_config=config.loss
