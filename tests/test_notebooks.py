@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import jax
 import pytest
 
 from dig_jax.notebooks import NOTEBOOK_DIR, run_notebook
@@ -21,5 +22,11 @@ NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("[0-9]*.py"))
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path: Path, tmp_path: Path, tiny_checkpoint: Path, monkeypatch):
     monkeypatch.setenv("DIG_JAX_CHECKPOINT", str(tiny_checkpoint))  # the kernel inherits it
+    # The kernel shares the suite's persistent compile cache: a warm run skips its compiles.
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", jax.config.jax_compilation_cache_dir)
+    monkeypatch.setenv(
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+        str(jax.config.jax_persistent_cache_min_compile_time_secs),
+    )
     out = run_notebook(path, timeout=600, output_dir=tmp_path)
     assert out.is_file() and out.stat().st_size > 0
