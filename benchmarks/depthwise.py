@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     # call, which doubled some layers' times.
     prepare_entry_point()
     jax.config.update("jax_platforms", "cpu")
-    use_native = native.load_depthwise()
+    use_native = native.load_kernels()
     if not use_native:
         print("native kernels unavailable (see the warning above): shift and torch only")
     if args.quick:

@@ -220,7 +220,7 @@ def native_depthwise_conv(x: jax.Array, kernel: jax.Array, stride: int = 1) -> j
 
     Forward and both gradients vectorise over the channels and run on XLA's intra-op threads:
     on the 2-core CPU 2–4x faster than the shift form (README, Models). Call only when
-    `dig_jax.native.load_depthwise()` is True."""
+    `dig_jax.native.load_kernels()` is True."""
     out_hw, pads = _pads(x.shape, kernel.shape[0], stride)
     shape = (x.shape[0], *out_hw, x.shape[3])
     return _native_call("dig_jax_depthwise_forward", x, kernel, shape, stride, pads).astype(x.dtype)

@@ -29,7 +29,7 @@ from dig_jax.models.depthwise import (
     depthwise_conv_reference,
     native_depthwise_conv,
 )
-from dig_jax.native import load_depthwise
+from dig_jax.native import load_kernels
 
 # (repeats, kernel, stride, expand ratio, output channels) per stage.
 LITE0_STAGES = (
@@ -106,8 +106,8 @@ def resolve_depthwise_impl(impl: str, backend: str | None = None) -> str:
         raise ValueError(f"impl must be 'auto', 'native', 'shift' or 'xla', got {impl!r}")
     on_cpu = (backend or jax.default_backend()) == "cpu"
     if impl == "auto":
-        return ("native" if load_depthwise() else "shift") if on_cpu else "xla"
-    if impl == "native" and not (on_cpu and load_depthwise()):
+        return ("native" if load_kernels() else "shift") if on_cpu else "xla"
+    if impl == "native" and not (on_cpu and load_kernels()):
         raise ValueError(
             "depthwise impl 'native' needs the CPU backend and a C++ compiler "
             "(see dig_jax.native); use 'auto' or 'shift'"

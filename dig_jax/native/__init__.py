@@ -1,12 +1,15 @@
 """CPU kernels XLA lacks, as XLA FFI custom calls built from C++ on first use.
 
 `depthwise.cc` holds the depthwise convolution (forward, input and kernel gradients) that
-`dig_jax.models.depthwise` calls on CPU. The source is compiled once per machine with the
+`dig_jax.models.depthwise` calls on CPU; `conv.cc` the dense 3x3 convolution's forward pass
+and kernel gradient that `dig_jax.models.convs` calls on CPU (the forward pass also serves
+the stride-1 input gradient).
+The sources are compiled into one library once per machine with the
 system C++ compiler (`$CXX`, else `c++`) against the FFI headers jaxlib ships, into
 `$DIG_JAX_NATIVE_CACHE` (default `~/.cache/dig_jax/native`), keyed by a hash of the source,
 flags, compiler, jaxlib version and CPU; later processes load the library in a few ms.
 
-Where no compiler is found or the build fails, `load_depthwise()` returns False after one
+Where no compiler is found or the build fails, `load_kernels()` returns False after one
 warning that says why, and callers use the pure-XLA path. `DIG_JAX_NATIVE=0` turns the
 kernels off (for A/B comparisons).
 """
@@ -28,7 +31,7 @@ import jax
 
 logger = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("depthwise.cc")
+SOURCES = (Path(__file__).with_name("depthwise.cc"), Path(__file__).with_name("conv.cc"))
 CACHE_ENV = "DIG_JAX_NATIVE_CACHE"
 SWITCH_ENV = "DIG_JAX_NATIVE"
 FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC")
@@ -36,6 +39,8 @@ TARGETS = {  # FFI target name -> exported symbol
     "dig_jax_depthwise_forward": "DigJaxDepthwiseForward",
     "dig_jax_depthwise_input_grad": "DigJaxDepthwiseInputGrad",
     "dig_jax_depthwise_kernel_grad": "DigJaxDepthwiseKernelGrad",
+    "dig_jax_conv_forward": "DigJaxConvForward",
+    "dig_jax_conv_kernel_grad": "DigJaxConvKernelGrad",
 }
 
 
@@ -74,20 +79,21 @@ def library_path(compiler: str) -> Path:
         [compiler, "--version"], capture_output=True, text=True, check=False
     ).stdout
     key = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), " ".join(FLAGS).encode(), version.encode(),
+    sources = [source.read_bytes() for source in SOURCES]
+    for part in (*sources, " ".join(FLAGS).encode(), version.encode(),
                  jax.ffi.include_dir().encode(), jax.__version__.encode(),
                  _cpu_signature().encode()):  # fmt: skip
         key.update(part)
         key.update(b"\0")
-    return cache_dir() / f"depthwise-{key.hexdigest()[:16]}.so"
+    return cache_dir() / f"kernels-{key.hexdigest()[:16]}.so"
 
 
 def build(compiler: str, target: Path) -> Path:
-    """Compile `depthwise.cc` into `target` (atomically: concurrent builds cannot clash)."""
+    """Compile the sources into `target` (atomically: concurrent builds cannot clash)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, scratch = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
-    command = [compiler, *FLAGS, f"-I{jax.ffi.include_dir()}", str(SOURCE), "-o", scratch]
+    command = [compiler, *FLAGS, f"-I{jax.ffi.include_dir()}", *map(str, SOURCES), "-o", scratch]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         os.unlink(scratch)
@@ -100,16 +106,17 @@ def build(compiler: str, target: Path) -> Path:
 
 
 @functools.cache
-def load_depthwise() -> bool:
-    """True once the depthwise FFI targets are registered for the CPU (building them if
-    needed); False, after one warning, where they cannot be (or `DIG_JAX_NATIVE=0`)."""
+def load_kernels() -> bool:
+    """True once the FFI targets (the depthwise kernels and the dense convolution) are
+    registered for the CPU (building them if needed); False, after one warning, where they
+    cannot be (or `DIG_JAX_NATIVE=0`)."""
     if os.environ.get(SWITCH_ENV, "1") == "0":
         return False
     try:
         compiler = _compiler()
         path = library_path(compiler)
         if not path.is_file():
-            logger.info("building %s (once per machine) into %s", SOURCE.name, path)
+            logger.info("building the native kernels (once per machine) into %s", path)
             build(compiler, path)
         library = ctypes.cdll.LoadLibrary(str(path))
         for name, symbol in TARGETS.items():

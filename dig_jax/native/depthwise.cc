@@ -420,7 +420,10 @@ ffi::Error KernelGrad(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer
           // Output columns v whose input column v·s + j − left lies inside the row.
           const int64_t shift = j - g.left;
           const int64_t v_lo = shift >= 0 ? 0 : (-shift + g.stride - 1) / g.stride;
-          const int64_t v_hi = std::min(g.out_width, (g.width - 1 - shift) / g.stride + 1);
+          // None when the tap starts past the row's end (C++ division truncates towards 0).
+          const int64_t v_hi = g.width - 1 - shift < 0
+                                   ? 0
+                                   : std::min(g.out_width, (g.width - 1 - shift) / g.stride + 1);
           const float* x_first = x_row + shift * C;
           const int64_t step = g.stride * C;
           float* o = acc + (i * g.k + j) * C;

@@ -1,5 +1,8 @@
 """`dig_jax.models.convs.Conv` equals `flax.linen.Conv`: same parameters, same outputs and
-gradients (to float rounding) on the lowerings it replaces, and the plain path elsewhere."""
+gradients (to float rounding) on the lowerings it replaces, and the plain path elsewhere.
+
+The XLA lowerings are tested with the native 3x3 forward pass off (`xla_lowerings`, autouse);
+the native kernel's own tests turn it back on."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dig_jax import native
 from dig_jax.models import convs
 from dig_jax.models.convs import (
     SMALL_BATCH,
@@ -18,11 +22,25 @@ from dig_jax.models.convs import (
     Conv,
     conv3x3,
     conv3x3_stride2,
+    flipped_kernel,
+    native_conv3x3,
+    native_conv3x3_trainable,
+    native_kernel_grad,
     padded_kernel_grad,
     phase_kernel,
     shifted_product_kernel_grad,
     space_to_depth_kernel_grad,
 )
+
+needs_native = pytest.mark.skipif(
+    not native.load_kernels(), reason="no C++ compiler here: dig_jax.native did not build"
+)
+
+
+@pytest.fixture(autouse=True)
+def xla_lowerings(monkeypatch):
+    """The XLA lowerings under test, not the native forward pass that replaces them on CPU."""
+    monkeypatch.setattr(convs, "NATIVE_FORWARD", False)
 
 
 def _lax_stride2(x, kernel):
@@ -41,18 +59,19 @@ def _grads(fn, x, kernel, cotangent):
     return jax.vjp(fn, x, kernel)[1](cotangent)
 
 
-def _assert_conv_matches(ours, reference, x_shape, cout, seed):
-    """Values and both gradients of `ours` equal `reference` on random f32 inputs."""
+def _assert_conv_matches(ours, reference, x_shape, cout, seed, atol=1e-5):
+    """Values and both gradients of `ours` equal `reference` on random f32 inputs (values of
+    order 1-30: `atol` covers a different summation order's rounding)."""
     rng = np.random.default_rng(seed)
     x = rng.normal(size=x_shape).astype(np.float32)
     kernel = rng.normal(size=(3, 3, x_shape[-1], cout)).astype(np.float32)
     want = reference(x, kernel)
-    np.testing.assert_allclose(ours(x, kernel), want, atol=1e-5)
+    np.testing.assert_allclose(ours(x, kernel), want, atol=atol)
     cotangent = rng.normal(size=want.shape).astype(np.float32)
     for got, expected in zip(
         _grads(ours, x, kernel, cotangent), _grads(reference, x, kernel, cotangent), strict=True
     ):  # fmt: skip
-        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=atol)
 
 
 @settings(max_examples=8, deadline=None)
@@ -237,3 +256,125 @@ def test_conv_keeps_flax_names_inside_a_model():
     params = Net().init(jax.random.key(0), jnp.zeros((1, 4, 4, 1)))["params"]
     assert sorted(params) == ["Conv_0", "Conv_1"]
     assert params["Conv_0"]["kernel"].shape == (3, 3, 1, 3)
+
+
+def _lax(stride):
+    return _lax_stride1 if stride == 1 else _lax_stride2
+
+
+@needs_native
+@settings(max_examples=12, deadline=None)
+@given(
+    batch=st.integers(1, 3), height=st.integers(1, 11), width=st.integers(1, 19),
+    cin=st.integers(1, 20), cout=st.integers(1, 40), stride=st.sampled_from([1, 2]),
+    seed=st.integers(0, 2**16),
+)  # fmt: skip
+def test_native_forward_and_gradients_equal_xla(batch, height, width, cin, cout, stride, seed):
+    """Any size (odd, narrower than a tile, 1 px), channel counts off the 16-lane blocks."""
+    ours = lambda x, k: native_conv3x3_trainable(x, k, stride)
+    _assert_conv_matches(ours, _lax(stride), (batch, height, width, cin), cout, seed, atol=1e-4)
+
+
+@needs_native
+def test_native_forward_known_answer():
+    """All-ones 4x5 image, 2 channels, all-ones kernel: each output is 2 x the number of its
+    3x3 taps inside the image (4 at corners, 6 on edges, 9 inside). Stride 2, SAME: the even
+    height is padded after (output rows see input rows 0-2 and 2-3), the odd width on both
+    sides (output columns see 0-1, 1-3 and 3-4)."""
+    x = np.ones((1, 4, 5, 2), np.float32)
+    kernel = np.ones((3, 3, 2, 1), np.float32)
+    taps_1d = lambda n: np.minimum(np.arange(n) + 2, n + 1 - np.arange(n)).clip(max=3)
+    want = 2.0 * np.outer(taps_1d(4), taps_1d(5))
+    np.testing.assert_array_equal(np.asarray(native_conv3x3(x, kernel, 1))[0, ..., 0], want)
+    got2 = np.asarray(native_conv3x3(x, kernel, 2))[0, ..., 0]
+    np.testing.assert_array_equal(got2, 2.0 * np.outer([3, 2], [2, 3, 2]))
+
+
+@needs_native
+@pytest.mark.parametrize("stride", [1, 2])
+def test_native_value_does_not_depend_on_the_tile_that_computed_it(stride):
+    """Widths change the row's tiling (and the last tile's overlap) and channel counts the
+    grouping of 16-lane blocks; a pixel whose taps are unchanged keeps its bits."""
+    rng = np.random.default_rng(stride)
+    x = rng.normal(size=(2, 5, 40, 7)).astype(np.float32)
+    kernel = rng.normal(size=(3, 3, 7, 70)).astype(np.float32)
+    full = np.asarray(native_conv3x3(x, kernel, stride))
+    for width in (10, 16, 26) if stride == 2 else (9, 16, 27):  # even: the same SAME offsets
+        crop = np.asarray(native_conv3x3(x[:, :, :width], kernel, stride))
+        keep = (width - 2) // stride  # columns whose taps all lie in the crop
+        np.testing.assert_array_equal(crop[:, :, :keep], full[:, :, :keep])
+    narrow = np.asarray(native_conv3x3(x, kernel[..., :20], stride))  # other block groups
+    np.testing.assert_array_equal(narrow, full[..., :20])
+
+
+@needs_native
+def test_native_input_gradient_is_the_flipped_kernels_forward():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(2, 6, 7, 3)).astype(np.float32)
+    kernel = rng.normal(size=(3, 3, 3, 4)).astype(np.float32)
+    cotangent = rng.normal(size=(2, 6, 7, 4)).astype(np.float32)
+    grad_x = jax.vjp(lambda a: _lax_stride1(a, kernel), x)[1](cotangent)[0]
+    np.testing.assert_allclose(
+        _lax_stride1(cotangent, flipped_kernel(kernel)), grad_x, rtol=1e-5, atol=1e-5
+    )
+
+
+@needs_native
+def test_native_vmaps_over_images_and_kernels():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3, 2, 6, 4, 2)).astype(np.float32)
+    kernels = rng.normal(size=(3, 3, 3, 2, 5)).astype(np.float32)
+    for stride in (1, 2):
+        ours = lambda a, k, s=stride: native_conv3x3_trainable(a, k, s)
+        loss = lambda fn, axes: jax.jit(
+            jax.vmap(jax.grad(lambda a, k: jnp.sin(fn(a, k)).sum(), (0, 1)), axes)
+        )  # fmt: skip
+        for args, axes in (((x, kernels[0]), (0, None)), ((x, kernels), (0, 0))):
+            for got, want in zip(
+                loss(ours, axes)(*args), loss(_lax(stride), axes)(*args), strict=True
+            ):
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@needs_native
+def test_conv_module_takes_the_native_forward_on_cpu_only(monkeypatch):
+    monkeypatch.setattr(convs, "NATIVE_FORWARD", True)
+    x = jnp.zeros((SMALL_BATCH + 1, 6, 5, 3))
+    assert Conv(4, (3, 3))._lowering(x) == "native1"
+    assert Conv(4, (3, 3), strides=2)._lowering(x) == "native2"
+    assert Conv(4, (3, 3), dtype=jnp.bfloat16)._lowering(x) == "flax"  # float32 only
+    assert Conv(4, (3, 3), padding="VALID")._lowering(x) == "flax"
+    assert Conv(4, (1, 1))._lowering(x) == "pointwise"
+    monkeypatch.setattr(convs.jax, "default_backend", lambda: "gpu")
+    assert Conv(4, (3, 3))._lowering(x) == "flax"
+    monkeypatch.setattr(convs.jax, "default_backend", lambda: "cpu")
+    variables = nn.Conv(4, (3, 3), strides=2).init(jax.random.key(0), x)
+    x = jax.random.normal(jax.random.key(1), x.shape)
+    np.testing.assert_allclose(
+        Conv(4, (3, 3), strides=2).apply(variables, x),
+        nn.Conv(4, (3, 3), strides=2).apply(variables, x), rtol=1e-5, atol=1e-5,
+    )  # fmt: skip
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "shape,cout,stride",
+    [
+        ((9, 64, 6, 18), 18, 1),
+        ((2, 33, 40, 20), 70, 1),
+        ((3, 34, 20, 7), 16, 2),
+        ((1, 1, 1, 3), 2, 2),
+    ],
+)
+def test_native_kernel_gradient_is_deterministic_and_matches_xla(shape, cout, stride):
+    """Many output rows (several fixed row blocks, passes), channel counts off the 16-lane
+    blocks and the tile widths, a 1-pixel image: XLA's values, the same bits every call."""
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=shape).astype(np.float32)
+    out = np.asarray(_lax(stride)(x, np.zeros((3, 3, shape[-1], cout), np.float32)))
+    grad = rng.normal(size=out.shape).astype(np.float32)
+    want = _grads(_lax(stride), x, np.zeros((3, 3, shape[-1], cout), np.float32), grad)[1]
+    got = np.asarray(native_kernel_grad(x, grad, stride))
+    scale = np.sqrt(np.prod(out.shape[:3]))  # a sum of that many unit-variance products
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * scale)
+    np.testing.assert_array_equal(np.asarray(native_kernel_grad(x, grad, stride)), got)

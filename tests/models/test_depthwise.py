@@ -20,7 +20,7 @@ from dig_jax.models.depthwise import (
 from dig_jax.models.efficientnet_lite import DepthwiseConv, resolve_depthwise_impl
 
 needs_native = pytest.mark.skipif(
-    not native.load_depthwise(), reason="no C++ compiler here: dig_jax.native did not build"
+    not native.load_kernels(), reason="no C++ compiler here: dig_jax.native did not build"
 )
 CASES = [
     ((2, 9, 7, 3), 3, 1),
@@ -72,6 +72,11 @@ NATIVE_CASES = [
     ((1, 13, 22, 40), 5, 1),
     ((2, 14, 21, 17), 5, 2),
     ((1, 10, 12, 16), 7, 1),
+    # Rows narrower than the kernel at stride 2: taps that start past the row's end (a kernel
+    # gradient once read them from the next row, C++ division truncating towards zero).
+    ((2, 3, 1, 5), 3, 2),
+    ((2, 2, 2, 3), 3, 2),
+    ((2, 2, 2, 18), 5, 2),
 ]
 
 
@@ -162,15 +167,13 @@ def test_module_impls_agree_and_reject_unknown():
     np.testing.assert_allclose(shift, xla, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="impl must be"):
         DepthwiseConv(5, 1, "fft").apply(variables, x)
-    if native.load_depthwise():
+    if native.load_kernels():
         got = DepthwiseConv(5, 2, "native").apply(variables, x)
         np.testing.assert_allclose(got, xla, rtol=1e-5, atol=1e-5)
 
 
 def test_auto_impl_is_native_on_cpu_where_it_builds_and_xla_elsewhere():
-    assert resolve_depthwise_impl("auto", "cpu") == (
-        "native" if native.load_depthwise() else "shift"
-    )
+    assert resolve_depthwise_impl("auto", "cpu") == ("native" if native.load_kernels() else "shift")
     assert resolve_depthwise_impl("auto", "gpu") == "xla"
     assert resolve_depthwise_impl("shift", "gpu") == "shift"
     with pytest.raises(ValueError, match="'native' needs the CPU backend"):
@@ -182,13 +185,13 @@ def test_native_loader_reports_a_missing_or_failing_compiler(monkeypatch, tmp_pa
     monkeypatch.setenv("CXX", "no-such-compiler-dig-jax")
     with pytest.raises(native.NativeBuildError, match="no C\\+\\+ compiler"):
         native._compiler()
-    assert native.load_depthwise.__wrapped__() is False
+    assert native.load_kernels.__wrapped__() is False
     assert "native depthwise kernels unavailable" in caplog.text
     monkeypatch.setenv("CXX", "false")  # on PATH, exits 1: a failed build, nothing left behind
-    assert native.load_depthwise.__wrapped__() is False
+    assert native.load_kernels.__wrapped__() is False
     assert list(tmp_path.iterdir()) == []
     monkeypatch.setenv(native.SWITCH_ENV, "0")
-    assert native.load_depthwise.__wrapped__() is False
+    assert native.load_kernels.__wrapped__() is False
 
 
 def test_native_build_error_names_the_compiler_error_not_header_warnings(tmp_path):
