@@ -89,11 +89,14 @@ def test_one_step_on_4_devices_matches_1_device():
     np.testing.assert_allclose(metrics4["grad_norm"], metrics1["grad_norm"], rtol=1e-4)
     # Adam's first update is -lr * g / (|g| + 1e-8) (plus weight decay): parameters agree to a
     # fraction of the learning rate, except where the gradient itself is summation-order noise
-    # (|g| within ~10x Adam's epsilon, told by a 1-device update under 0.9 lr), whose sign
-    # may differ between 1 and 4 devices: those move by at most 2 lr either way.
+    # (|g| within ~100x Adam's epsilon, told by a 1-device update under 0.99 lr), whose sign
+    # may differ between 1 and 4 devices: those move by at most 2 lr either way. (Noise reaches
+    # ~10x epsilon: one element of the head's 3x3 kernel gradient, a sum over 32k pixels, came
+    # out near +-1e-7 with opposite signs on 1 and 4 devices once that gradient was summed by
+    # the native kernel; the bound was 0.9 lr, i.e. 10x epsilon, before.)
     lr, flipped, total = config.optim.lr, 0, 0
     for a, b, p0 in zip(*(jax.tree.leaves(t) for t in (params1, params4, initial)), strict=True):
-        decided = np.abs(a - p0) > 0.9 * lr
+        decided = np.abs(a - p0) > 0.99 * lr
         np.testing.assert_allclose(a[decided], b[decided], rtol=0, atol=1e-4)
         assert np.abs(a - b).max() <= 2 * lr + 1e-6
         flipped, total = flipped + int((np.abs(a - b) > 1e-4).sum()), total + a.size
