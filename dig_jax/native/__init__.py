@@ -123,6 +123,6 @@ def load_kernels() -> bool:
             capsule = jax.ffi.pycapsule(getattr(library, symbol))
             jax.ffi.register_ffi_target(name, capsule, platform="cpu")
     except (NativeBuildError, OSError, AttributeError) as error:
-        logger.warning("native depthwise kernels unavailable, using XLA's: %s", error)
+        logger.warning("native kernels (depthwise, 3x3) unavailable, using XLA's: %s", error)
         return False
     return True

@@ -186,7 +186,7 @@ def test_native_loader_reports_a_missing_or_failing_compiler(monkeypatch, tmp_pa
     with pytest.raises(native.NativeBuildError, match="no C\\+\\+ compiler"):
         native._compiler()
     assert native.load_kernels.__wrapped__() is False
-    assert "native depthwise kernels unavailable" in caplog.text
+    assert "native kernels (depthwise, 3x3) unavailable" in caplog.text
     monkeypatch.setenv("CXX", "false")  # on PATH, exits 1: a failed build, nothing left behind
     assert native.load_kernels.__wrapped__() is False
     assert list(tmp_path.iterdir()) == []
