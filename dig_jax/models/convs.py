@@ -147,19 +147,26 @@ def space_to_depth_kernel_grad(x: jax.Array, grad: jax.Array, kernel_shape: tupl
     ])  # fmt: skip
 
 
+def _ffi_conv(target: str, x: jax.Array, second: jax.Array, out_shape: tuple[int, ...],
+              stride: int) -> jax.Array:  # fmt: skip
+    """One call of a `conv.cc` target on image x f32[B, H, W, C] and the kernel or output
+    gradient, with TF SAME's top / left offsets for a 3x3 window at `stride`."""
+    _, top, _ = same_padding(x.shape[1], 3, stride)
+    _, left, _ = same_padding(x.shape[2], 3, stride)
+    ffi = jax.ffi.ffi_call(target, jax.ShapeDtypeStruct(out_shape, x.dtype))
+    return ffi(x, second, stride=np.int64(stride), top=np.int64(top), left=np.int64(left))
+
+
 def native_conv3x3(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
     """SAME 3x3 convolution of f32[B, H, W, C] with f32[3, 3, C, O] at `stride` (1 or 2) ->
     f32[B, ⌈H/s⌉, ⌈W/s⌉, O], forward only, by `dig_jax.native`'s kernel (CPU; call only where
     `load_kernels()` is True). Under `vmap` a mapped image axis joins the batch axis (one call);
     a mapped kernel falls back to XLA's convolution."""
-    out_h, top, _ = same_padding(x.shape[1], 3, stride)
-    out_w, left, _ = same_padding(x.shape[2], 3, stride)
-    out_shape = (x.shape[0], out_h, out_w, kernel.shape[-1])
+    out_shape = (x.shape[0], -(-x.shape[1] // stride), -(-x.shape[2] // stride), kernel.shape[-1])
 
     @jax.custom_batching.custom_vmap
     def call(x: jax.Array, kernel: jax.Array) -> jax.Array:
-        ffi = jax.ffi.ffi_call("dig_jax_conv_forward", jax.ShapeDtypeStruct(out_shape, x.dtype))
-        return ffi(x, kernel, stride=np.int64(stride), top=np.int64(top), left=np.int64(left))
+        return _ffi_conv("dig_jax_conv_forward", x, kernel, out_shape, stride)
 
     @call.def_vmap
     def _(size: int, in_batched: list[bool], x: jax.Array, kernel: jax.Array):
@@ -178,14 +185,11 @@ def native_kernel_grad(x: jax.Array, grad: jax.Array, stride: int) -> jax.Array:
     `stride` for output cotangent f32[B, ⌈H/s⌉, ⌈W/s⌉, O], by `dig_jax.native`'s kernel (CPU;
     call only where `load_kernels()` is True; deterministic: fixed blocks of output rows summed
     in order). Under `vmap` (one kernel gradient per mapped element) XLA's is taken."""
-    _, top, _ = same_padding(x.shape[1], 3, stride)
-    _, left, _ = same_padding(x.shape[2], 3, stride)
     out_shape = (3, 3, x.shape[-1], grad.shape[-1])
 
     @jax.custom_batching.custom_vmap
     def call(x: jax.Array, grad: jax.Array) -> jax.Array:
-        ffi = jax.ffi.ffi_call("dig_jax_conv_kernel_grad", jax.ShapeDtypeStruct(out_shape, x.dtype))
-        return ffi(x, grad, stride=np.int64(stride), top=np.int64(top), left=np.int64(left))
+        return _ffi_conv("dig_jax_conv_kernel_grad", x, grad, out_shape, stride)
 
     @call.def_vmap
     def _(size: int, in_batched: list[bool], x: jax.Array, grad: jax.Array):

@@ -32,6 +32,7 @@ import jax
 logger = logging.getLogger(__name__)
 
 SOURCES = (Path(__file__).with_name("depthwise.cc"), Path(__file__).with_name("conv.cc"))
+HEADERS = (Path(__file__).with_name("common.h"),)  # included by the sources: in the cache key
 CACHE_ENV = "DIG_JAX_NATIVE_CACHE"
 SWITCH_ENV = "DIG_JAX_NATIVE"
 FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC")
@@ -79,7 +80,7 @@ def library_path(compiler: str) -> Path:
         [compiler, "--version"], capture_output=True, text=True, check=False
     ).stdout
     key = hashlib.sha256()
-    sources = [source.read_bytes() for source in SOURCES]
+    sources = [source.read_bytes() for source in (*SOURCES, *HEADERS)]
     for part in (*sources, " ".join(FLAGS).encode(), version.encode(),
                  jax.ffi.include_dir().encode(), jax.__version__.encode(),
                  _cpu_signature().encode()):  # fmt: skip

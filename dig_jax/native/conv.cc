@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "common.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;
@@ -52,32 +53,31 @@ inline void Store(float* p, Vec16 v, int64_t lanes) {
   }
 }
 
-// Runs body(i) for i in [0, n) on the caller and the pool's threads (see depthwise.cc).
-template <typename Body>
-void ParallelFor(ffi::ThreadPool& pool, int64_t n, const Body& body) {
-  struct Shared {
-    std::atomic<int64_t> next{0};
-    std::atomic<int64_t> done{0};
-  };
-  auto shared = std::make_shared<Shared>();
-  auto work = [shared, n, &body]() {
-    for (int64_t i; (i = shared->next.fetch_add(1)) < n;) {
-      body(i);
-      shared->done.fetch_add(1, std::memory_order_release);
-    }
-  };
-  const int64_t helpers = std::min<int64_t>(pool.num_threads(), n - 1);
-  for (int64_t t = 0; t < helpers; ++t) pool.Schedule([work]() { work(); });
-  work();
-  while (shared->done.load(std::memory_order_acquire) < n) std::this_thread::yield();
-}
-
 struct Geometry {
   int64_t batch, height, width, cin;  // input
   int64_t out_height, out_width, cout;
   int64_t k, stride, top, left;
   int64_t cout_padded;  // packed kernel row length: cout rounded up to a multiple of 16
 };
+
+// The geometry of x f32[N, H, W, C_in], y (or dy) f32[N, OH, OW, C_out] and a kernel (or its
+// gradient) f32[k, k, C_in, C_out], or the error that says which shape is wrong.
+ffi::Error MakeGeometry(ffi::Span<const int64_t> xd, ffi::Span<const int64_t> yd,
+                        ffi::Span<const int64_t> wd, int64_t stride, int64_t top, int64_t left,
+                        Geometry& g) {
+  if (xd.size() != 4 || wd.size() != 4 || yd.size() != 4) {
+    return ffi::Error::InvalidArgument("conv: x, y and kernel must be rank 4 (NHWC, HWIO)");
+  }
+  if (wd[0] != wd[1] || wd[2] != xd[3] || wd[3] != yd[3] || xd[0] != yd[0]) {
+    return ffi::Error::InvalidArgument("conv: kernel must be f32[k, k, C_in, C_out]");
+  }
+  if (stride < 1 || top < 0 || left < 0) {
+    return ffi::Error::InvalidArgument("conv: stride >= 1 and non-negative padding");
+  }
+  g = Geometry{xd[0], xd[1], xd[2], xd[3], yd[1], yd[2], yd[3], wd[0], stride, top, left, 0};
+  g.cout_padded = (g.cout + kLanes - 1) / kLanes * kLanes;
+  return ffi::Error::Success();
+}
 
 // One output row's pixels [v, v + P) × output channels [16·g0, 16·(g0 + G)): `rows[r]` is the
 // zero-padded input row that kernel row `kys[r]` reads, starting at the column output pixel
@@ -216,16 +216,12 @@ void Correlate(ffi::ThreadPool& pool, const Geometry& g, const float* xs, const 
 
 ffi::Error Forward(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::F32> w,
                    ffi::ResultBuffer<ffi::F32> y, int64_t stride, int64_t top, int64_t left) {
-  const auto xd = x.dimensions(), wd = w.dimensions(), yd = y->dimensions();
-  if (xd.size() != 4 || wd.size() != 4 || yd.size() != 4) {
-    return ffi::Error::InvalidArgument("conv: x, kernel and y must be rank 4 (NHWC, HWIO)");
+  Geometry g;
+  if (ffi::Error e = MakeGeometry(x.dimensions(), y->dimensions(), w.dimensions(), stride, top,
+                                  left, g);
+      e.failure()) {
+    return e;
   }
-  if (wd[0] != wd[1] || wd[2] != xd[3] || wd[3] != yd[3] || xd[0] != yd[0]) {
-    return ffi::Error::InvalidArgument("conv: kernel must be f32[k, k, C_in, C_out]");
-  }
-  if (top < 0 || left < 0) return ffi::Error::InvalidArgument("conv: negative padding");
-  Geometry g{xd[0], xd[1], xd[2], xd[3], yd[1], yd[2], yd[3], wd[0], stride, top, left, 0};
-  g.cout_padded = (g.cout + kLanes - 1) / kLanes * kLanes;
   // The kernel with its output channels padded by zeros to whole vectors.
   std::vector<float> packed(g.k * g.k * g.cin * g.cout_padded, 0.0f);
   const float* ws = w.typed_data();
@@ -382,16 +378,12 @@ void KernelGradient(ffi::ThreadPool& pool, const GradGeometry& gg, float* dw) {
 
 ffi::Error KernelGrad(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer<ffi::F32> dy,
                       ffi::ResultBuffer<ffi::F32> dw, int64_t stride, int64_t top, int64_t left) {
-  const auto xd = x.dimensions(), yd = dy.dimensions(), wd = dw->dimensions();
-  if (xd.size() != 4 || wd.size() != 4 || yd.size() != 4) {
-    return ffi::Error::InvalidArgument("conv: x, dy and kernel must be rank 4 (NHWC, HWIO)");
+  Geometry g;
+  if (ffi::Error e = MakeGeometry(x.dimensions(), dy.dimensions(), dw->dimensions(), stride,
+                                  top, left, g);
+      e.failure()) {
+    return e;
   }
-  if (wd[0] != wd[1] || wd[2] != xd[3] || wd[3] != yd[3] || xd[0] != yd[0]) {
-    return ffi::Error::InvalidArgument("conv: kernel gradient must be f32[k, k, C_in, C_out]");
-  }
-  if (top < 0 || left < 0) return ffi::Error::InvalidArgument("conv: negative padding");
-  Geometry g{xd[0], xd[1], xd[2], xd[3], yd[1], yd[2], yd[3], wd[0], stride, top, left, 0};
-  g.cout_padded = (g.cout + kLanes - 1) / kLanes * kLanes;
   const int64_t rows = g.batch * g.out_height, row_floats = g.out_width * g.cout;
   // Vector loads of a row's last pixel read up to 15 floats past its valid lanes: inside the
   // buffer except for the last row, which is read from a padded copy.
@@ -415,22 +407,5 @@ ffi::Error KernelGrad(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::Buffer
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(DigJaxConvForward, Forward,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::ThreadPool>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Attr<int64_t>("stride")
-                                  .Attr<int64_t>("top")
-                                  .Attr<int64_t>("left"));
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(DigJaxConvKernelGrad, KernelGrad,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::ThreadPool>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Attr<int64_t>("stride")
-                                  .Attr<int64_t>("top")
-                                  .Attr<int64_t>("left"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(DigJaxConvForward, Forward, DIG_JAX_BINDING);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(DigJaxConvKernelGrad, KernelGrad, DIG_JAX_BINDING);
