@@ -27,13 +27,15 @@ Measured on the 2-core CPU (`benchmarks/lowerings.py`):
   in the HRNet-18s train step at batch 2 x 512²; that step 1.02-1.04x faster (alternating calls
   in one process, five runs).
 
-- **3x3 forward passes on CPU** (`NATIVE_FORWARD`, where `dig_jax.native` builds): SAME 3x3
-  convolutions at stride 1 or 2 run forward as the C++ kernel of `dig_jax.native` (`conv.cc`,
-  a register-tiled direct convolution), and so does the stride-1 input gradient (the forward
-  convolution of the output gradient with the flipped, transposed kernel). YNNPACK, XLA's CPU
-  convolution, ran HRNet-18s's narrow layers 1.5-3x slower than torch's oneDNN (18 -> 18
-  channels at 64² x 8 images: 6.4 against 2.6 ms); the kernel 2.8-3.2 ms (README, Speed).
-  Kernel gradients stay XLA's (above).
+- **3x3 convolutions on CPU** (`NATIVE_FORWARD`, where `dig_jax.native` builds; float32):
+  SAME 3x3 convolutions at stride 1 or 2 run forward as the C++ kernel of `dig_jax.native`
+  (`conv.cc`, a register-tiled direct convolution), and so does the stride-1 input gradient
+  (the forward convolution of the output gradient with the flipped, transposed kernel); their
+  kernel gradients are `conv.cc`'s too; the stride-2 input gradient keeps the phase form.
+  YNNPACK, XLA's CPU convolution, ran HRNet-18s's narrow layers 1.5-3x slower than torch's
+  oneDNN (18 -> 18 channels at 64² x 8 images: 5.3-6.4 against 2.6 ms; the kernel 2.8-3.2),
+  and XLA's kernel gradients were slower still (README, Models, Native dense 3x3
+  convolutions). The sections above are what runs without a C++ compiler and on GPUs.
 
 Every other configuration is `flax.linen.Conv` unchanged. The class is named `Conv` so Flax's
 automatic names (`Conv_0`, ...) and the parameter tree do not change.
@@ -206,11 +208,11 @@ def _xla_conv3x3(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
     return jax.lax.conv_general_dilated(x, kernel, strides, "SAME", dimension_numbers=_NHWC)
 
 
-def _use_native(x: jax.Array, kernel: jax.Array) -> bool:
-    """Whether a 3x3 forward pass runs natively: float32 on CPU, `NATIVE_FORWARD`, and the
-    kernels built."""
+def _use_native(*dtypes: object) -> bool:
+    """Whether a 3x3 convolution runs natively: every dtype (inputs, parameters, computation)
+    float32, on CPU, `NATIVE_FORWARD`, and the kernels built."""
     return (
-        NATIVE_FORWARD and x.dtype == jnp.float32 and kernel.dtype == jnp.float32
+        NATIVE_FORWARD and all(jnp.dtype(d) == jnp.float32 for d in dtypes)
         and jax.default_backend() == "cpu" and load_kernels()
     )  # fmt: skip
 
@@ -223,8 +225,10 @@ def flipped_kernel(kernel: jax.Array) -> jax.Array:
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
 def native_conv3x3_trainable(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
-    """`native_conv3x3` with gradients: the stride-1 input gradient by the same kernel, the
-    stride-2 one and the kernel gradients as `conv3x3` / `conv3x3_stride2` take them."""
+    """`native_conv3x3` with gradients: the stride-1 input gradient by the same kernel (the
+    flipped kernel's forward), the kernel gradient by `native_kernel_grad`, the stride-2 input
+    gradient in phases as `conv3x3_stride2` takes it (XLA's at odd sizes). `NATIVE_INPUT_GRAD`
+    and `NATIVE_KERNEL_GRAD` (read when the gradient is traced) switch to XLA's forms."""
     return native_conv3x3(x, kernel, stride)
 
 
@@ -234,18 +238,22 @@ def _native_fwd(x, kernel, stride):
 
 def _native_bwd(stride, residuals, grad):
     x, kernel = residuals
-    if stride == 2 and x.shape[1] % 2 == 0 and x.shape[2] % 2 == 0:
-        grad_x, grad_kernel = _conv3x3_stride2_bwd(residuals, grad)
-    elif stride == 2:  # odd sizes: XLA's gradients
-        grad_x, grad_kernel = jax.vjp(functools.partial(_xla_conv3x3, stride=2), x, kernel)[1](grad)
-    else:
-        if NATIVE_INPUT_GRAD:
-            grad_x = native_conv3x3(grad, flipped_kernel(kernel), 1)
-        else:
-            grad_x = jax.vjp(lambda inputs: _conv3x3(inputs, kernel), x)[1](grad)[0]
-        grad_kernel = None if NATIVE_KERNEL_GRAD else _conv3x3_kernel_grad(x, grad, kernel.shape)
+    even = x.shape[1] % 2 == 0 and x.shape[2] % 2 == 0
+    if stride == 1 and NATIVE_INPUT_GRAD:
+        grad_x = native_conv3x3(grad, flipped_kernel(kernel), 1)
+    elif stride == 2 and even:
+        grad_x = _stride2_input_grad(x.shape, kernel, grad)
+    else:  # XLA's (stride 1 with NATIVE_INPUT_GRAD off; stride 2 at odd sizes)
+        grad_x = jax.vjp(lambda inputs: _xla_conv3x3(inputs, kernel, stride), x)[1](grad)[0]
     if NATIVE_KERNEL_GRAD:
         grad_kernel = native_kernel_grad(x, grad, stride)
+    elif stride == 1:
+        grad_kernel = _conv3x3_kernel_grad(x, grad, kernel.shape)
+    elif even:
+        grad_kernel = _stride2_kernel_grad(x, grad, kernel.shape)
+    else:
+        xla = functools.partial(_xla_conv3x3, stride=2)
+        grad_kernel = _kernel_grad_of(xla, x, kernel.shape, grad)
     return grad_x, grad_kernel
 
 
@@ -303,17 +311,26 @@ def _conv3x3_stride2_fwd(x, kernel):
     return _conv3x3_stride2(x, kernel), (x, kernel)
 
 
-def _conv3x3_stride2_bwd(residuals, grad):
-    x, kernel = residuals
-    batch, height, width, channels = x.shape
+def _stride2_input_grad(x_shape: tuple[int, ...], kernel: jax.Array, grad: jax.Array):
+    """Input gradient of `conv3x3_stride2` (even H, W): all four phases as one 2x2 convolution
+    of the output gradient, then depth-to-space."""
+    batch, height, width, channels = x_shape
     phases = jax.lax.conv_general_dilated(
         grad, phase_kernel(kernel), (1, 1), ((1, 0), (1, 0)), dimension_numbers=_NHWC
     )
     grad_x = phases.reshape(batch, height // 2, width // 2, 2, 2, channels)
-    grad_x = grad_x.transpose(0, 1, 3, 2, 4, 5).reshape(x.shape)
+    return grad_x.transpose(0, 1, 3, 2, 4, 5).reshape(x_shape)
+
+
+def _stride2_kernel_grad(x: jax.Array, grad: jax.Array, kernel_shape: tuple[int, ...]):
     if _small_batch_on_cpu(x):
-        return grad_x, space_to_depth_kernel_grad(x, grad, kernel.shape)
-    return grad_x, _kernel_grad_of(_conv3x3_stride2, x, kernel.shape, grad)
+        return space_to_depth_kernel_grad(x, grad, kernel_shape)
+    return _kernel_grad_of(_conv3x3_stride2, x, kernel_shape, grad)
+
+
+def _conv3x3_stride2_bwd(residuals, grad):
+    x, kernel = residuals
+    return _stride2_input_grad(x.shape, kernel, grad), _stride2_kernel_grad(x, grad, kernel.shape)
 
 
 conv3x3_stride2.defvjp(_conv3x3_stride2_fwd, _conv3x3_stride2_bwd)
@@ -349,8 +366,8 @@ class Conv(nn.Conv):
             return "pointwise"
         if (
             kernel == (3, 3) and strides in ((1, 1), (2, 2)) and self.padding == "SAME"
-            and self.precision is None and self.dtype in (None, jnp.float32)
-            and _use_native(x, jnp.zeros((), self.param_dtype))
+            and self.precision is None
+            and _use_native(x.dtype, self.param_dtype, self.dtype or jnp.float32)
         ):  # fmt: skip
             return f"native{strides[0]}"
         if (

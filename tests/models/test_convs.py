@@ -378,3 +378,14 @@ def test_native_kernel_gradient_is_deterministic_and_matches_xla(shape, cout, st
     scale = np.sqrt(np.prod(out.shape[:3]))  # a sum of that many unit-variance products
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * scale)
     np.testing.assert_array_equal(np.asarray(native_kernel_grad(x, grad, stride)), got)
+
+
+@needs_native
+@pytest.mark.parametrize("stride,shape", [(1, (2, 6, 5, 3)), (2, (2, 6, 8, 3)), (2, (1, 7, 5, 2))])
+def test_native_forward_with_xla_gradients_still_matches(monkeypatch, stride, shape):
+    """`NATIVE_INPUT_GRAD` / `NATIVE_KERNEL_GRAD` off: the native forward with XLA's (or this
+    module's) gradient forms, at even and odd sizes."""
+    monkeypatch.setattr(convs, "NATIVE_INPUT_GRAD", False)
+    monkeypatch.setattr(convs, "NATIVE_KERNEL_GRAD", False)
+    ours = lambda x, k: native_conv3x3_trainable(x, k, stride)
+    _assert_conv_matches(ours, _lax(stride), shape, 4, seed=stride, atol=1e-4)
