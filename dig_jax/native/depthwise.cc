@@ -11,11 +11,8 @@
 // adds the partials in block order, so the bytes do not depend on the number of threads.
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <cstring>
-#include <memory>
-#include <thread>
 #include <utility>
 #include <vector>
 
