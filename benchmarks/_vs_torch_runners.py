@@ -80,7 +80,8 @@ def _jax_peak_mib(jax) -> dict:
 
 def jax_forward(config: Any, data: dict, iters: int, warmup: int, plain: bool = False,
                 device: str = "cpu") -> dict:  # fmt: skip
-    """The jitted logits function of `LoadedSegmenter` on the uint8 batch (input built inside)."""
+    """`LoadedSegmenter`'s jitted logits (weights as an argument, as `predict` runs them) on the
+    uint8 batch (input built inside)."""
     jax, model = _jax_setup(config, device)
     import jax.numpy as jnp
 
@@ -90,12 +91,16 @@ def jax_forward(config: Any, data: dict, iters: int, warmup: int, plain: bool = 
     x0 = jnp.zeros((1, 64, 64, model.in_channels))
     abstract = jax.eval_shape(lambda: model.init(jax.random.key(0), x0, train=False))
     segmenter = LoadedSegmenter(config, random_like(abstract))
-    logits = segmenter.predict_logits_fn()
+    apply = segmenter.apply_logits
     options = getattr(segmenter, "compiler_options", {})
-    fn = jax.jit(lambda b: logits(batch_to_input(b, "gesture")), compiler_options=options or None)
+    options = options or None
+    fn = jax.jit(lambda v, b: apply(v, batch_to_input(b, "gesture")), compiler_options=options)
     batch = {k: jax.device_put(v) for k, v in data.items() if k != "target"}
-    compiled, compile_s, temp = _compile(fn, batch)
-    first, median, steady = time_calls(lambda: compiled(batch).block_until_ready(), iters, warmup)
+    weights = segmenter.variables
+    compiled, compile_s, temp = _compile(fn, weights, batch)
+    first, median, steady = time_calls(
+        lambda: compiled(weights, batch).block_until_ready(), iters, warmup
+    )
     params = sum(int(np.prod(v.shape)) for v in jax.tree.leaves(abstract["params"]))
     return {"first_s": first, "median_s": median, "steady_rss_mib": steady,
             "compile_s": compile_s, "xla_temp_mib": temp, "params": params,

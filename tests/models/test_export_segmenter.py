@@ -44,6 +44,20 @@ def test_round_trip_reproduces_the_logits(exported):
     np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-5, atol=1e-5)
 
 
+def test_compiled_logits_take_the_weights_as_an_argument(exported):
+    """`logits` reads the weights it holds now (no recompile, nothing baked into the program)
+    and agrees with the pure function jitted with the weights inside it."""
+    path, model, _ = exported
+    loaded = dig_jax.load_segmenter(path)
+    x = jnp.asarray(np.random.default_rng(2).uniform(0, 1, (1, 32, 32, model.in_channels)))
+    before = np.asarray(loaded.logits(x))
+    inside = np.asarray(jax.jit(loaded.predict_logits_fn())(x))
+    np.testing.assert_allclose(before, inside, rtol=1e-5, atol=1e-5)
+    loaded.variables = jax.tree.map(lambda a: a * 1.5, loaded.variables)
+    after = np.asarray(loaded.logits(x))
+    assert not np.allclose(after, before)  # the new weights were read
+    assert loaded._logits_jit._cache_size() == 1  # by the same compiled program
+
 def test_predict_returns_a_binary_mask_at_any_size(exported):
     path, _, _ = exported
     loaded = dig_jax.load_segmenter(path)
