@@ -58,6 +58,7 @@ def test_compiled_logits_take_the_weights_as_an_argument(exported):
     assert not np.allclose(after, before)  # the new weights were read
     assert loaded._logits_jit._cache_size() == 1  # by the same compiled program
 
+
 def test_predict_returns_a_binary_mask_at_any_size(exported):
     path, _, _ = exported
     loaded = dig_jax.load_segmenter(path)
