@@ -96,7 +96,7 @@ def test_upload_then_predict_at_another_size(single, http):
     assert status == 200
     want = seg.predict(image, photos.stroke_map(points, (90, 33)))
     np.testing.assert_array_equal(_mask(out, (90, 33)), want)
-    assert seg._logits._cache_size() == 1  # compiled once, at start-up, for every photo size
+    assert seg._logits_jit._cache_size() == 1  # compiled once, at start-up, for every photo size
 
 
 def test_a_6000_by_4000_upload_is_downscaled_and_said_so(single, http):
