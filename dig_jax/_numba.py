@@ -9,6 +9,7 @@ runs its network never imports it (`benchmarks/vs_torch.py` measures such proces
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -31,12 +32,35 @@ class _Lazy:
             callee = module_globals.get(name)
             if isinstance(callee, _Lazy):
                 module_globals[name] = callee.dispatcher
+            elif isinstance(callee, _NumbaGlobal):
+                module_globals[name] = callee.value
         compiled = numba.njit(**self.options)(self.fn)
         module_globals[self.fn.__name__] = compiled
         return compiled
 
     def __call__(self, *args: Any) -> Any:
         return self.dispatcher(*args)
+
+
+class _NumbaGlobal:
+    """A global of a module that imports numba at import (`dig_jax._intrinsics`), imported
+    when the first kernel that names it compiles."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    @functools.cached_property
+    def value(self) -> Any:
+        return getattr(importlib.import_module(self.module), self.name)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.value(*args)
+
+
+def intrinsic(name: str) -> Any:
+    """`dig_jax._intrinsics.<name>` (a numba intrinsic or kernel), for kernels to call; numba
+    and the module are imported on the first such kernel's compile."""
+    return _NumbaGlobal("dig_jax._intrinsics", name)
 
 
 def njit(**options: Any) -> Callable[[Callable], Callable]:

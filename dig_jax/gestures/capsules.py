@@ -24,6 +24,10 @@ import numpy as np
 
 from dig_jax import _numba
 
+_copy_streaming = _numba.intrinsic("copy_streaming")
+_clear_streaming = _numba.intrinsic("clear_streaming")
+_FEW_ROWS = 32.0  # px of vertical extent up to which a gesture is marked in place
+
 
 @_numba.njit(cache=True, nogil=True)
 def _clip(ax, ay, bx, by, x0, y0, x1, y1):
@@ -60,28 +64,52 @@ def _linear(coef, low, high):
     return (-inf if low <= 0 else inf), inf
 
 
+# Rounding allowance of the closed forms, relative to the coordinates' magnitude: pixel
+# centres whose distance to the gesture is this close to the radius may be decided either way
+# by the distance test, so the row intervals leave them to it.
+_ROUNDING = 64 * 2.220446049250313e-16
+
+
 @_numba.njit(cache=True, nogil=True, inline="always")
 def _row_interval(ax, ay, dx, dy, len2, length, y, radius):
-    """x-interval (lo, hi) where the row at height y meets the capsule of a -> a + (dx, dy)
-    (len2 = dx² + dy², length = its square root); empty (lo > hi) when they do not meet."""
+    """(lo, hi, slack_lo, slack_hi): the x-interval where the row at height y meets the capsule
+    of a -> a + (dx, dy) (len2 = dx² + dy², length = its square root), empty (lo > hi) when
+    they do not meet, and the px by which rounding may have moved each end either way.
+
+    The band's ends divide by dx or dy: for a segment nearly parallel to an axis they carry
+    rounding errors far above the pixel grid's, and a row tangent to a disc may come out
+    just missing it; both widen the slack (or keep a tangent point) instead of deciding."""
     inf = np.inf
     ry = y - ay
+    err = _ROUNDING * (abs(ax) + abs(ay) + abs(y) + abs(dx) + abs(dy) + radius)
+    tangent = 2.0 * radius * err + err * err  # |v| below this: the row may touch the disc
     lo, hi = inf, -inf
     v = radius * radius - ry * ry  # the disc at a
-    if v >= 0:
-        half = math.sqrt(v)
+    if v >= -tangent:
+        half = math.sqrt(max(v, 0.0))
         lo, hi = -half, half
     v = radius * radius - (ry - dy) * (ry - dy)  # the disc at b
-    if v >= 0:
-        half = math.sqrt(v)
+    if v >= -tangent:
+        half = math.sqrt(max(v, 0.0))
         lo, hi = min(lo, dx - half), max(hi, dx + half)
+    slack_lo, slack_hi = 0.0, 0.0
     if len2 > 0:  # the band: 0 <= r·d <= |d|² and |r × d| <= radius·|d|, linear in r's x
         lo_t, hi_t = _linear(dx, -ry * dy, len2 - ry * dy)
         lo_n, hi_n = _linear(dy, ry * dx - radius * length, ry * dx + radius * length)
-        lo_band, hi_band = max(lo_t, lo_n), min(hi_t, hi_n)
-        if lo_band <= hi_band:
-            lo, hi = min(lo, lo_band), max(hi, hi_band)
-    return lo + ax, hi + ax
+        err_t = err * length / abs(dx) if dx != 0 else 0.0
+        err_n = err * length / abs(dy) if dy != 0 else 0.0
+        lo_band, err_lo = (lo_t, err_t) if lo_t >= lo_n else (lo_n, err_n)
+        hi_band, err_hi = (hi_t, err_t) if hi_t <= hi_n else (hi_n, err_n)
+        if lo_band - err_lo <= hi_band + err_hi:  # the true band may be non-empty
+            if lo_band - err_lo < lo:
+                new_lo = min(lo, lo_band)
+                slack_lo = new_lo - lo_band + err_lo
+                lo = new_lo
+            if hi_band + err_hi > hi:
+                new_hi = max(hi, hi_band)
+                slack_hi = hi_band - new_hi + err_hi
+                hi = new_hi
+    return lo + ax, hi + ax, slack_lo, slack_hi
 
 
 @_numba.njit(cache=True, nogil=True, inline="always")
@@ -112,7 +140,8 @@ def mark_gesture(out, points, one_point, closed, radius, piece, edge_eps):
     """Set to 1 the pixels of out (uint8[H, W], C-contiguous) whose centres lie within `radius`
     px of the gesture with `points` (float64[N, 2] (x, y), finite; float32 would round the
     clipping): of its first point when `one_point` (a click), else of its polyline, joined back
-    to the first point when `closed`."""
+    to the first point when `closed`. Returns (first, stop): the rows it may have marked lie in
+    [first, stop)."""
     h, w = out.shape
     flat = out.reshape(-1)  # out is C-contiguous
     # Strokes of many short segments: each row's sure columns wait as one pending interval;
@@ -123,6 +152,7 @@ def mark_gesture(out, points, one_point, closed, radius, piece, edge_eps):
     pending_lo = np.zeros(h if merge else 0, np.int64)
     pending_hi = np.zeros(h if merge else 0, np.int64)
     first_row, last_row = h, -1  # the rows that hold a pending interval lie between
+    touched_first, touched_stop = h, 0
     n = 1 if one_point else points.shape[0]
     segments = n if (closed or n == 1) else n - 1
     for i in range(segments):
@@ -139,12 +169,16 @@ def mark_gesture(out, points, one_point, closed, radius, piece, edge_eps):
         pieces = max(1, int(np.ceil(length / piece)))
         row0 = _index(np.ceil(min(sy, ey) - radius), h)
         row1 = _index(np.floor(max(sy, ey) + radius) + 1.0, h)
+        if row1 > row0:
+            touched_first, touched_stop = min(touched_first, row0), max(touched_stop, row1)
         for r in range(row0, row1):
-            lo, hi = _row_interval(sx, sy, dx, dy, len2, length, float(r), radius)
-            sure_start = _index(np.ceil(lo + edge_eps), w)
-            sure_stop = _index(np.floor(hi - edge_eps) + 1.0, w)
-            maybe_start = _index(np.ceil(lo - edge_eps), w)
-            maybe_stop = _index(np.floor(hi + edge_eps) + 1.0, w)
+            lo, hi, slack_lo, slack_hi = _row_interval(sx, sy, dx, dy, len2, length, float(r),
+                                                       radius)  # fmt: skip
+            eps_lo, eps_hi = edge_eps + slack_lo, edge_eps + slack_hi
+            sure_start = _index(np.ceil(lo + eps_lo), w)
+            sure_stop = _index(np.floor(hi - eps_hi) + 1.0, w)
+            maybe_start = _index(np.ceil(lo - eps_lo), w)
+            maybe_stop = _index(np.floor(hi + eps_hi) + 1.0, w)
             if sure_stop <= sure_start:
                 sure_start = sure_stop = maybe_stop
             # unsigned flat indices: no negative-index wrap-around, so the loop vectorises
@@ -171,17 +205,41 @@ def mark_gesture(out, points, one_point, closed, radius, piece, edge_eps):
         base = np.uint64(r * w)
         for c in range(np.uint64(pending_lo[r]), np.uint64(pending_hi[r])):
             flat[base + c] = 1
+    return touched_first, touched_stop
 
 
 @_numba.njit(cache=True, nogil=True)
 def mark_gestures(maps, points, starts, one_point, closed, radius, piece, edge_eps):
-    """For every i: clear maps[i] (uint8[B, H, W], C-contiguous) and `mark_gesture` on it the
+    """For every i: maps[i] (uint8[B, H, W], C-contiguous) set to the `mark_gesture` of the
     gesture with points[starts[i] : starts[i + 1]] (float64[N, 2], finite), `one_point[i]`,
-    `closed[i]`. One call for a chunk of maps: no Python between them."""
+    `closed[i]`. One call for a chunk of maps: no Python between them.
+
+    Both ways write a map's bytes once, with streaming stores (`dig_jax._intrinsics`), which
+    write whole cache lines without first reading them. A gesture within a few rows (a click,
+    a short stroke): the map is cleared so, then marked in place. A taller one is drawn into
+    a zeroed scratch map that stays in the core's cache, copied out, and its rows zeroed
+    again: marked in place, each of its rows would miss the cache once. Against memset's
+    clear and marking in place, same bytes (2026-12-03, 256 GrabCut gestures at 512² on one
+    thread, medians of 9 alternating calls): clicks 40 -> 20 µs, rectangles 69 -> 64,
+    scribbles 149 -> 130, tight lassos 305 -> 285.
+    """
+    h, w = maps.shape[1], maps.shape[2]
+    scratch = np.zeros((h, w), np.uint8)
+    flat = scratch.reshape(-1)
     for i in range(maps.shape[0]):
+        gesture = points[starts[i] : starts[i + 1]]
         out = maps[i]
-        out[:, :] = 0
-        mark_gesture(
-            out, points[starts[i] : starts[i + 1]], one_point[i], closed[i], radius, piece,
-            edge_eps,
-        )  # fmt: skip
+        if one_point[i]:
+            gesture = gesture[:1]
+        top, bottom = np.inf, -np.inf
+        for k in range(gesture.shape[0]):
+            top, bottom = min(top, gesture[k, 1]), max(bottom, gesture[k, 1])
+        if bottom - top <= _FEW_ROWS:
+            _clear_streaming(out.reshape(-1))
+            mark_gesture(out, gesture, one_point[i], closed[i], radius, piece, edge_eps)
+            continue
+        first, stop = mark_gesture(scratch, gesture, one_point[i], closed[i], radius, piece,
+                                   edge_eps)  # fmt: skip
+        _copy_streaming(out.reshape(-1), flat)
+        if stop > first:
+            scratch[first:stop, :] = 0
