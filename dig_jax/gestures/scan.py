@@ -209,3 +209,52 @@ def checked_box(mask: np.ndarray) -> tuple[np.ndarray, bool]:
         words = marked.view(np.uint64).reshape(h, w // 8)
         top, bottom, first, last, binary = _box_of_words(words)
     return np.array([first, top, last + 1, bottom + 1], np.float64), bool(binary)
+
+
+# Many masks in one compiled call: masks given by the addresses of their bytes (uint8[h, w],
+# C-contiguous, all one shape; the caller keeps them alive), for `simulate_many`.
+_bytes_at = _numba.intrinsic("bytes_at")
+_words_at = _numba.intrinsic("words_at")
+
+
+@_numba.njit(cache=True, nogil=True)
+def counts_at(addresses, h, w, chunks, counts, binary):
+    """For mask i at addresses[i]: its `_chunk_counts` into chunks[i] (int64[B, C]), its
+    marked pixels into counts[i] and whether every byte is 0 or 1 into binary[i]."""
+    n_words = h * w // 8
+    for i in range(addresses.shape[0]):
+        per_chunk, total, ok = _chunk_counts(_words_at(addresses[i], n_words))
+        chunks[i, :] = per_chunk
+        tail = _bytes_at(addresses[i] + 8 * n_words, 1, h * w - 8 * n_words)[0]
+        for t in range(tail.shape[0]):
+            total += tail[t]
+            ok = ok and tail[t] <= 1
+        counts[i], binary[i] = total, ok
+
+
+@_numba.njit(cache=True, nogil=True)
+def nth_at(addresses, h, w, chunks, queries):
+    """Flat index int64[B] of mask i's marked pixel number queries[i] (< its count)."""
+    n_words = h * w // 8
+    out = np.empty(addresses.shape[0], np.int64)
+    query = np.empty(1, np.int64)
+    for i in range(addresses.shape[0]):
+        query[0] = queries[i]
+        tail = _bytes_at(addresses[i] + 8 * n_words, 1, h * w - 8 * n_words)[0]
+        out[i] = _nth(_words_at(addresses[i], n_words), tail, chunks[i], query)[0]
+    return out
+
+
+@_numba.njit(cache=True, nogil=True)
+def boxes_at(addresses, h, w, boxes, binary):
+    """For mask i at addresses[i]: (first row, last row, first column, last column) of its
+    marks into boxes[i] (int64[B, 4], all -1 when none) and whether every byte is 0 or 1
+    into binary[i] (`checked_box`'s scans; eight pixels at a time when W % 8 == 0)."""
+    for i in range(addresses.shape[0]):
+        if w % 8 == 0 and not _BIG_ENDIAN:
+            words = _words_at(addresses[i], h * w // 8).reshape((h, w // 8))
+            top, bottom, first, last, ok = _box_of_words(words)
+        else:
+            top, bottom, first, last, ok = _box_of_bytes(_bytes_at(addresses[i], h, w))
+        boxes[i, 0], boxes[i, 1], boxes[i, 2], boxes[i, 3] = top, bottom, first, last
+        binary[i] = ok

@@ -27,10 +27,20 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from dig_jax import _numba
 from dig_jax.gestures.contours import crop_outline
 from dig_jax.gestures.edt import disc_widths
 from dig_jax.gestures.encode import box_outline_points
-from dig_jax.gestures.scan import MarkedPixels, checked_box, count_marked, tight_box
+from dig_jax.gestures.scan import (
+    _CHUNK,
+    MarkedPixels,
+    boxes_at,
+    checked_box,
+    count_marked,
+    counts_at,
+    nth_at,
+    tight_box,
+)
 from dig_jax.gestures.spline import clipped_curve, outline_samples, sample_curve
 from dig_jax.gestures.threads import available_cpus, map_chunked
 from dig_jax.gestures.types import Context, Gesture, GestureKind
@@ -243,6 +253,104 @@ def _rectangle_from(
     return np.array(box, np.float32)
 
 
+@_numba.njit(cache=True)
+def _rectangle_corners(rng, boxes, h, w, low, high, redraws):
+    """`_rectangle_from` of every tight box f64[B, 4] (x1, y1, x2, y2) -> f32[B, 4], drawing
+    from `rng` (a numpy Generator: numba draws uniform and standard_normal with numpy's
+    algorithms on its bit generator, so the stream and the values are the loop's; tested)."""
+    out = np.empty((boxes.shape[0], 4), np.float32)
+    upper = (float(w), float(h), float(w), float(h))
+    for i in range(boxes.shape[0]):
+        b = boxes[i]
+        extent = (b[2] - b[0], b[3] - b[1], b[2] - b[0], b[3] - b[1])
+        out[i] = b  # the tight box itself when every draw is degenerate
+        for _ in range(redraws):
+            v = rng.uniform(low, high)
+            g = rng.standard_normal(4)
+            c = np.empty(4)
+            for k in range(4):  # Python's min(max(x, 0.0), u): the same comparisons
+                x = b[k] + v * g[k] * extent[k]
+                x = 0.0 if 0.0 > x else x
+                c[k] = upper[k] if upper[k] < x else x
+            if c[2] - c[0] >= 1 and c[3] - c[1] >= 1:
+                out[i] = c
+                break
+    return out
+
+
+_BYTE_DTYPES = (np.dtype(np.bool_), np.dtype(np.uint8), np.dtype(np.int8))
+
+
+def _addresses(targets: list) -> tuple[np.ndarray, tuple[int, int]] | None:
+    """(addresses int64[B] of the targets' bytes, their shape) when every target is a
+    C-contiguous 2-D bool / uint8 / int8 numpy array of one non-empty shape, which the batch
+    scans read in one compiled call; None otherwise (each target then on its own)."""
+    if not targets or type(targets[0]) is not np.ndarray:
+        return None
+    shape = targets[0].shape
+    if len(shape) != 2 or not targets[0].size:
+        return None
+    addresses = np.empty(len(targets), np.int64)
+    for i, target in enumerate(targets):
+        if (type(target) is not np.ndarray or target.shape != shape
+                or target.dtype not in _BYTE_DTYPES or not target.flags.c_contiguous):  # fmt: skip
+            return None
+        addresses[i] = target.ctypes.data
+    return addresses, shape
+
+
+def _raise_first_bad(kind: GestureKind, targets: list, bad: np.ndarray) -> None:
+    """The loop's ValueError for the first target flagged in `bad` (bool[B]), if any."""
+    for i in np.flatnonzero(bad)[:1]:
+        try:
+            _survey(kind, targets[i], "target")
+        except ValueError as err:
+            raise ValueError(f"targets[{i}]: {err}") from None
+
+
+def _simulate_batch(
+    kind: GestureKind,
+    targets: list,
+    addresses: np.ndarray,
+    shape: tuple[int, int],
+    rng: np.random.Generator,
+    workers: int,
+) -> list[Gesture]:
+    """`simulate_many` of clicks or rectangles on masks of one shape (`_addresses`): the
+    scans in one compiled call per thread, the draws in one call (the loop's stream), the
+    gestures' points in a few array operations."""
+    n, (h, w) = len(targets), shape
+    bounds = [n * k // workers for k in range(workers + 1)]
+    binary = np.empty(n, bool)
+    if kind == GestureKind.CLICK:
+        chunks = np.empty((n, -(-(h * w // 8) // _CHUNK)), np.int64)
+        counts = np.empty(n, np.int64)
+
+        def scan(k: int) -> None:  # compiled, GIL released
+            lo, hi = bounds[k], bounds[k + 1]
+            counts_at(addresses[lo:hi], h, w, chunks[lo:hi], counts[lo:hi], binary[lo:hi])
+
+        map_chunked(scan, range(workers), workers)
+        _raise_first_bad(kind, targets, ~binary | (counts == 0))
+        # numpy draws an array of bounds one element after the other: the loop's stream
+        flat = nth_at(addresses, h, w, chunks, rng.integers(counts))
+        points = np.empty((n, 1, 2), np.float32)
+        points[:, 0, 0], points[:, 0, 1] = flat % w, flat // w
+        return [Gesture._trusted(kind, points[i], False) for i in range(n)]
+    boxes = np.empty((n, 4), np.int64)
+
+    def scan_boxes(k: int) -> None:
+        lo, hi = bounds[k], bounds[k + 1]
+        boxes_at(addresses[lo:hi], h, w, boxes[lo:hi], binary[lo:hi])
+
+    map_chunked(scan_boxes, range(workers), workers)
+    _raise_first_bad(kind, targets, ~binary | (boxes[:, 0] < 0))
+    tight = np.stack([boxes[:, 2], boxes[:, 0], boxes[:, 3] + 1, boxes[:, 1] + 1], axis=-1)
+    corners = _rectangle_corners(rng, tight.astype(np.float64), h, w, *RECT_SPREAD, MAX_REDRAWS)
+    outlines = box_outline_points(corners)
+    return [Gesture._trusted(kind, outlines[i], True) for i in range(n)]
+
+
 def _kind(kind: GestureKind | int) -> GestureKind:
     try:
         return GestureKind(int(kind))
@@ -326,14 +434,24 @@ def simulate_many(
 
     The work that needs no randomness (scans, outlines) runs on `workers` threads; the random
     draws and the curves run in order in the calling thread, so `rng` ends where the loop
-    would leave it. Default: the CPUs this process may use for lassos, whose outlines are
-    compiled kernels that release the GIL, and 1 for the other kinds, whose scans are short
-    next to their Python and only contend for the GIL on threads (`benchmarks/gestures.py`).
+    would leave it. Clicks and rectangles on masks of one shape (C-contiguous bool / uint8 /
+    int8 [H, W], or a stacked [B, H, W] array) scan every mask in one compiled call per
+    thread and draw in one call (`_simulate_batch`): the loop's per-target Python was most of
+    their time. Default threads: the CPUs this process may use, except 1 for scribbles and
+    for clicks and rectangles on mixed masks, whose scans are short next to their Python and
+    only contend for the GIL on threads (`benchmarks/gestures.py`).
     A bad target raises the loop's ValueError, prefixed with its index.
     """
     kind = _kind(kind)
     check_rng(rng)
     targets = list(targets)
+    if kind in (GestureKind.CLICK, GestureKind.RECTANGLE):
+        batch = _addresses(targets)
+        if batch is not None:
+            threads = min(available_cpus() if workers is None else int(workers), len(targets))
+            if threads < 1:
+                raise ValueError(f"workers must be >= 1, got {workers}")
+            return _simulate_batch(kind, targets, *batch, rng, threads)
     if workers is None:
         lasso = kind in (GestureKind.LOOSE_LASSO, GestureKind.TIGHT_LASSO)
         workers = available_cpus() if lasso else 1

@@ -10,6 +10,7 @@ import pytest
 from skimage.draw import ellipse
 
 from dig_jax.gestures import (
+    Gesture,
     GestureKind,
     rasterize,
     rasterize_many,
@@ -121,3 +122,87 @@ def test_map_chunked_keeps_order_threads_and_the_first_error():
 
     with pytest.raises(KeyError, match="4"):
         map_chunked(fail, range(10), workers=3)
+
+
+def _mixed_gestures(shape: tuple[int, int], seed: int) -> list:
+    """Clicks (marked in place), rectangles and lassos (drawn in the scratch map), a stroke
+    leaving the image and a one-row stroke: both of `mark_gestures`' ways."""
+    targets = [t for t in _targets(12, seed) if t.shape == SHAPE][:6]
+    rng = np.random.default_rng(seed)
+    gestures = []
+    for kind in (GestureKind.CLICK, GestureKind.RECTANGLE, GestureKind.TIGHT_LASSO):
+        gestures += simulate_many(kind, targets, rng)
+    gestures.append(Gesture(GestureKind.SCRIBBLE, np.array([[-30.0, 5.0], [200.0, 60.0]]), False))
+    gestures.append(Gesture(GestureKind.SCRIBBLE, np.array([[2.0, 70.0], [80.0, 70.0]]), False))
+    return gestures
+
+
+@pytest.mark.parametrize("offset", [0, 3, 64])
+def test_rasterize_many_on_a_misaligned_stale_buffer(offset):
+    """Maps whose bytes start off cache-line boundaries (the streaming stores' head and tail)
+    and hold stale values: every map is `rasterize` of its gesture, on one thread or two."""
+    gestures = _mixed_gestures(SHAPE, seed=4)
+    n, (h, w) = len(gestures), SHAPE
+    raw = np.full(n * h * w + offset, 9, np.uint8)
+    out = raw[offset:].reshape(n, h, w)
+    for workers in (1, 2):
+        out[:] = 9
+        rasterize_many(gestures, SHAPE, out=out, workers=workers)
+        for image, gesture in zip(out, gestures, strict=True):
+            np.testing.assert_array_equal(image, rasterize(gesture, SHAPE))
+    assert (raw[:offset] == 9).all()  # nothing written before the buffer
+
+
+def _one_shape_targets(n: int, shape: tuple[int, int], dtype, seed: int) -> list[np.ndarray]:
+    """Masks of one shape and dtype (the batch scans' case): ellipses, single pixels (whose
+    rectangles are redrawn) and full masks (boxes clipped to the image)."""
+    rng = np.random.default_rng(seed)
+    targets = []
+    for i in range(n):
+        mask = np.zeros(shape, dtype)
+        if i % 5 == 0:
+            mask[rng.integers(shape[0]), rng.integers(shape[1])] = 1
+        elif i % 7 == 0:
+            mask[:] = 1
+        else:
+            r, c = rng.integers(4, min(shape) - 4, 2)
+            rr, cc = ellipse(r, c, rng.integers(2, 20), rng.integers(2, 20), shape)
+            mask[rr, cc] = 1
+        targets.append(mask)
+    return targets
+
+
+@pytest.mark.parametrize("kind", [GestureKind.CLICK, GestureKind.RECTANGLE])
+@pytest.mark.parametrize(("shape", "dtype"), [((72, 88), np.uint8), ((61, 45), bool),
+                                              ((40, 64), np.int8)])  # fmt: skip
+def test_simulate_many_batch_scans_are_the_loop(kind, shape, dtype):
+    """Clicks and rectangles on masks of one shape go through the batch scans and the draws in
+    one call (numba's generator for rectangles): the loop's gestures, byte for byte, and the
+    generator left where the loop leaves it; a stacked [B, H, W] array too."""
+    targets = _one_shape_targets(30, shape, dtype, seed=int(kind))
+    for workers in (1, 2, None):
+        loop_rng, many_rng = np.random.default_rng(21), np.random.default_rng(21)
+        expected = [simulate_creation(kind, t, loop_rng) for t in targets]
+        got = simulate_many(kind, targets, many_rng, workers=workers)
+        for a, b in zip(got, expected, strict=True):
+            assert a == b and a.points.dtype == np.float32
+            assert a.points.tobytes() == b.points.tobytes()  # -0.0 and 0.0 told apart
+        assert many_rng.random() == loop_rng.random()
+    stacked = np.stack(targets)
+    assert simulate_many(kind, stacked, np.random.default_rng(21)) == expected
+
+
+def test_simulate_many_batch_scans_name_the_bad_target():
+    targets = _one_shape_targets(6, (40, 48), np.uint8, seed=2)
+    targets[3] = np.zeros((40, 48), np.uint8)
+    for kind in (GestureKind.CLICK, GestureKind.RECTANGLE):
+        with pytest.raises(ValueError, match=r"targets\[3\]: target is empty"):
+            simulate_many(kind, targets, np.random.default_rng(0), workers=2)
+    targets[3][5, 5] = 1
+    targets[4] = targets[4].copy()
+    targets[4][0, 0] = 2
+    for kind in (GestureKind.CLICK, GestureKind.RECTANGLE):
+        with pytest.raises(ValueError, match=r"targets\[4\]: target must hold only 0 and 1"):
+            simulate_many(kind, targets, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="workers"):
+        simulate_many(GestureKind.CLICK, targets, np.random.default_rng(0), workers=0)
