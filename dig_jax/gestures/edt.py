@@ -157,13 +157,48 @@ def disc_widths(radius: int) -> np.ndarray:
 
 @_numba.njit(cache=True, nogil=True)
 def _within_runs(marked, widths):
-    """uint8 {0, 1} [H, W]: `within` of uint8 {0, 1} `marked`; widths[dy + r] = isqrt(r² - dy²)."""
+    """uint8 {0, 1} [H, W]: `within` of uint8 {0, 1} `marked`; widths[dy + r] = isqrt(r² - dy²).
+
+    A row whose window of source rows (dy = -r..r, within the marked rows' span) holds one run
+    per row, each sharing a column with the next, is one interval: the runs join up, and each
+    widened run contains its own, so the union of the widened runs is [min start - k, max stop
+    + k) — no difference array (a loose lasso's filled crop is mostly such rows: its dilation
+    ~3x faster). Other rows take the difference array."""
     h, w = marked.shape
     radius = (widths.shape[0] - 1) // 2
     starts, stops, row_first = row_runs(marked)
     out = np.zeros((h, w), np.uint8)
+    # not_simple[y + 1] - not_simple[lo]: rows in lo..y that are empty, hold several runs, or
+    # whose run shares no column with the next row's (prefix counts)
+    not_simple = np.zeros(h + 1, np.int64)
+    top, bottom = h, -1
+    for y in range(h):
+        n_runs = row_first[y + 1] - row_first[y]
+        if n_runs:
+            top, bottom = min(top, y), y
+        ok = n_runs == 1
+        if ok and y + 1 < h:
+            nxt = row_first[y + 1]
+            if row_first[y + 2] - nxt == 1:
+                k = row_first[y]
+                ok = starts[k] < stops[nxt] and starts[nxt] < stops[k]
+            # no next run: fine when y is the last marked row (checked below on the window)
+        not_simple[y + 1] = not_simple[y] + (0 if ok else 1)
     diff = np.zeros(w + 1, np.int32)
     for y in range(h):
+        lo, hi = max(y - radius, top), min(y + radius, bottom)
+        if lo > hi:
+            continue  # no marked row within reach
+        # the window's rows lo..hi all simple, the last one's link to the next not needed
+        last_ok = row_first[hi + 1] - row_first[hi] == 1
+        if not_simple[hi] - not_simple[lo] == 0 and last_ok:
+            left, right = w, 0
+            for source in range(lo, hi + 1):
+                k = widths[source - y + radius]
+                j = row_first[source]
+                left, right = min(left, starts[j] - k), max(right, stops[j] + k)
+            out[y, max(left, 0) : min(right, w)] = 1
+            continue
         touched = False
         for dy in range(-radius, radius + 1):
             source = y + dy
