@@ -52,13 +52,14 @@ def _clip(ax, ay, bx, by, x0, y0, x1, y1):
 
 
 @_numba.njit(cache=True, nogil=True, inline="always")
-def _linear(coef, low, high):
-    """{r : low <= coef * r <= high} as an interval (lo, hi); empty when lo > hi."""
+def _linear(coef, inverse, low, high):
+    """{r : low <= coef * r <= high} as an interval (lo, hi), empty when lo > hi; `inverse`
+    = 1 / coef (a product instead of a division per row: ~1 ulp apart, within the slack)."""
     inf = np.inf
     if coef > 0:
-        return low / coef, high / coef
+        return low * inverse, high * inverse
     if coef < 0:
-        return high / coef, low / coef
+        return high * inverse, low * inverse
     if high < 0:
         return inf, -inf
     return (-inf if low <= 0 else inf), inf
@@ -71,18 +72,33 @@ _ROUNDING = 64 * 2.220446049250313e-16
 
 
 @_numba.njit(cache=True, nogil=True, inline="always")
-def _row_interval(ax, ay, dx, dy, len2, length, y, radius):
+def _segment_constants(ax, ay, dx, dy, length, radius, y_most):
+    """What `_row_interval` needs of a segment a -> a + (dx, dy) besides the row, once per
+    segment: (1 / dx, 1 / dy (0 for 0), radius * length, the px by which rounding may move
+    the band's ends set by its along-segment and its across-segment constraints, the margin
+    below 0 of radius² - dy² at which a row may still touch a disc); `y_most`: the largest
+    |y| of the rows it will be asked about."""
+    err = _ROUNDING * (abs(ax) + abs(ay) + y_most + abs(dx) + abs(dy) + radius)
+    inv_dx = 1.0 / dx if dx != 0 else 0.0
+    inv_dy = 1.0 / dy if dy != 0 else 0.0
+    err_t = err * length * abs(inv_dx)
+    err_n = err * length * abs(inv_dy)
+    return inv_dx, inv_dy, radius * length, err_t, err_n, 2.0 * radius * err + err * err
+
+
+@_numba.njit(cache=True, nogil=True, inline="always")
+def _row_interval(ax, ay, dx, dy, len2, radius, constants, y):
     """(lo, hi, slack_lo, slack_hi): the x-interval where the row at height y meets the capsule
-    of a -> a + (dx, dy) (len2 = dx² + dy², length = its square root), empty (lo > hi) when
-    they do not meet, and the px by which rounding may have moved each end either way.
+    of a -> a + (dx, dy) (len2 = dx² + dy²; `constants`: `_segment_constants`), empty
+    (lo > hi) when they do not meet, and the px by which rounding may have moved each end
+    either way.
 
     The band's ends divide by dx or dy: for a segment nearly parallel to an axis they carry
     rounding errors far above the pixel grid's, and a row tangent to a disc may come out
     just missing it; both widen the slack (or keep a tangent point) instead of deciding."""
+    inv_dx, inv_dy, reach, err_t, err_n, tangent = constants
     inf = np.inf
     ry = y - ay
-    err = _ROUNDING * (abs(ax) + abs(ay) + abs(y) + abs(dx) + abs(dy) + radius)
-    tangent = 2.0 * radius * err + err * err  # |v| below this: the row may touch the disc
     lo, hi = inf, -inf
     v = radius * radius - ry * ry  # the disc at a
     if v >= -tangent:
@@ -94,10 +110,8 @@ def _row_interval(ax, ay, dx, dy, len2, length, y, radius):
         lo, hi = min(lo, dx - half), max(hi, dx + half)
     slack_lo, slack_hi = 0.0, 0.0
     if len2 > 0:  # the band: 0 <= r·d <= |d|² and |r × d| <= radius·|d|, linear in r's x
-        lo_t, hi_t = _linear(dx, -ry * dy, len2 - ry * dy)
-        lo_n, hi_n = _linear(dy, ry * dx - radius * length, ry * dx + radius * length)
-        err_t = err * length / abs(dx) if dx != 0 else 0.0
-        err_n = err * length / abs(dy) if dy != 0 else 0.0
+        lo_t, hi_t = _linear(dx, inv_dx, -ry * dy, len2 - ry * dy)
+        lo_n, hi_n = _linear(dy, inv_dy, ry * dx - reach, ry * dx + reach)
         lo_band, err_lo = (lo_t, err_t) if lo_t >= lo_n else (lo_n, err_n)
         hi_band, err_hi = (hi_t, err_t) if hi_t <= hi_n else (hi_n, err_n)
         if lo_band - err_lo <= hi_band + err_hi:  # the true band may be non-empty
@@ -171,9 +185,10 @@ def mark_gesture(out, points, one_point, closed, radius, piece, edge_eps):
         row1 = _index(np.floor(max(sy, ey) + radius) + 1.0, h)
         if row1 > row0:
             touched_first, touched_stop = min(touched_first, row0), max(touched_stop, row1)
+        constants = _segment_constants(sx, sy, dx, dy, length, radius, float(max(row0, row1)))
         for r in range(row0, row1):
-            lo, hi, slack_lo, slack_hi = _row_interval(sx, sy, dx, dy, len2, length, float(r),
-                                                       radius)  # fmt: skip
+            lo, hi, slack_lo, slack_hi = _row_interval(sx, sy, dx, dy, len2, radius, constants,
+                                                       float(r))  # fmt: skip
             eps_lo, eps_hi = edge_eps + slack_lo, edge_eps + slack_hi
             sure_start = _index(np.ceil(lo + eps_lo), w)
             sure_stop = _index(np.floor(hi - eps_hi) + 1.0, w)
