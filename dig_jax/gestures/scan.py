@@ -233,15 +233,15 @@ def counts_at(addresses, h, w, chunks, counts, binary):
 
 
 @_numba.njit(cache=True, nogil=True)
-def nth_at(addresses, h, w, chunks, queries):
-    """Flat index int64[B] of mask i's marked pixel number queries[i] (< its count)."""
+def nth_at(addresses, h, w, chunks, queries, n_queries):
+    """Flat indices int64[B, Q] of mask i's marked pixels number queries[i, :n_queries[i]]
+    (each < its count; the rest of the row is left 0)."""
     n_words = h * w // 8
-    out = np.empty(addresses.shape[0], np.int64)
-    query = np.empty(1, np.int64)
+    out = np.zeros(queries.shape, np.int64)
     for i in range(addresses.shape[0]):
-        query[0] = queries[i]
         tail = _bytes_at(addresses[i] + 8 * n_words, 1, h * w - 8 * n_words)[0]
-        out[i] = _nth(_words_at(addresses[i], n_words), tail, chunks[i], query)[0]
+        found = _nth(_words_at(addresses[i], n_words), tail, chunks[i], queries[i, : n_queries[i]])
+        out[i, : n_queries[i]] = found
     return out
 
 

@@ -32,6 +32,7 @@ from dig_jax.gestures.contours import crop_outline
 from dig_jax.gestures.edt import disc_widths
 from dig_jax.gestures.encode import box_outline_points
 from dig_jax.gestures.scan import (
+    _BIG_ENDIAN,
     _CHUNK,
     MarkedPixels,
     boxes_at,
@@ -285,7 +286,7 @@ def _addresses(targets: list) -> tuple[np.ndarray, tuple[int, int]] | None:
     """(addresses int64[B] of the targets' bytes, their shape) when every target is a
     C-contiguous 2-D bool / uint8 / int8 numpy array of one non-empty shape, which the batch
     scans read in one compiled call; None otherwise (each target then on its own)."""
-    if not targets or type(targets[0]) is not np.ndarray:
+    if not targets or type(targets[0]) is not np.ndarray or _BIG_ENDIAN:
         return None
     shape = targets[0].shape
     if len(shape) != 2 or not targets[0].size:
@@ -308,6 +309,54 @@ def _raise_first_bad(kind: GestureKind, targets: list, bad: np.ndarray) -> None:
             raise ValueError(f"targets[{i}]: {err}") from None
 
 
+@_numba.njit(cache=True, nogil=True)
+def _scribble_controls(flat, picked, sort_x, sort_y, w):
+    """Control points f64[B, K, 2] (x, y) of scribbles from the flat indices of their picked
+    pixels (int64[B, K], the first picked[i] used): `_scribble_from`'s columns and rows, each
+    axis sorted where asked."""
+    out = np.zeros((flat.shape[0], flat.shape[1], 2))
+    for i in range(flat.shape[0]):
+        k = picked[i]
+        xs = (flat[i, :k] % w).astype(np.float64)
+        ys = (flat[i, :k] // w).astype(np.float64)
+        if sort_x[i]:
+            xs = np.sort(xs)
+        if sort_y[i]:
+            ys = np.sort(ys)
+        out[i, :k, 0] = xs
+        out[i, :k, 1] = ys
+    return out
+
+
+def _scribbles_from_counts(
+    addresses: np.ndarray,
+    shape: tuple[int, int],
+    chunks: np.ndarray,
+    counts: np.ndarray,
+    rng: np.random.Generator,
+) -> list[Gesture]:
+    """The scribbles of `_simulate_batch`: `_scribble_from`'s draws in its order per target
+    (numpy's choice has no array form), the pixel lookups and the sorts in one call each."""
+    n, (h, w) = len(counts), shape
+    most = SCRIBBLE_POINTS[1]
+    picks = np.zeros((n, most), np.int64)
+    picked = np.empty(n, np.int64)
+    sort_x, sort_y = np.empty(n, bool), np.empty(n, bool)
+    for i, count in enumerate(counts.tolist()):
+        k = int(rng.integers(SCRIBBLE_POINTS[0], SCRIBBLE_POINTS[1] + 1))
+        picks[i, :k] = rng.choice(count, size=k, replace=count < k)
+        picked[i] = k
+        sort_x[i] = rng.random() < SORT_X_PROB
+        sort_y[i] = rng.random() < SORT_Y_PROB
+    flat = nth_at(addresses, h, w, chunks, picks, picked)
+    controls = _scribble_controls(flat, picked, sort_x, sort_y, w)
+    kind = GestureKind.SCRIBBLE
+    return [
+        Gesture._trusted(kind, clipped_curve(controls[i, : picked[i]], False, SPACING, h, w), False)
+        for i in range(n)
+    ]
+
+
 def _simulate_batch(
     kind: GestureKind,
     targets: list,
@@ -316,13 +365,13 @@ def _simulate_batch(
     rng: np.random.Generator,
     workers: int,
 ) -> list[Gesture]:
-    """`simulate_many` of clicks or rectangles on masks of one shape (`_addresses`): the
-    scans in one compiled call per thread, the draws in one call (the loop's stream), the
-    gestures' points in a few array operations."""
+    """`simulate_many` of clicks, scribbles or rectangles on masks of one shape
+    (`_addresses`): the scans in one compiled call per thread, the draws in one call where
+    numpy or numba can make them (the loop's stream), the points in a few array operations."""
     n, (h, w) = len(targets), shape
     bounds = [n * k // workers for k in range(workers + 1)]
     binary = np.empty(n, bool)
-    if kind == GestureKind.CLICK:
+    if kind in (GestureKind.CLICK, GestureKind.SCRIBBLE):
         chunks = np.empty((n, -(-(h * w // 8) // _CHUNK)), np.int64)
         counts = np.empty(n, np.int64)
 
@@ -332,10 +381,12 @@ def _simulate_batch(
 
         map_chunked(scan, range(workers), workers)
         _raise_first_bad(kind, targets, ~binary | (counts == 0))
+        if kind == GestureKind.SCRIBBLE:
+            return _scribbles_from_counts(addresses, shape, chunks, counts, rng)
         # numpy draws an array of bounds one element after the other: the loop's stream
-        flat = nth_at(addresses, h, w, chunks, rng.integers(counts))
+        flat = nth_at(addresses, h, w, chunks, rng.integers(counts)[:, None], np.ones(n, np.int64))
         points = np.empty((n, 1, 2), np.float32)
-        points[:, 0, 0], points[:, 0, 1] = flat % w, flat // w
+        points[:, 0, 0], points[:, 0, 1] = flat[:, 0] % w, flat[:, 0] // w
         return [Gesture._trusted(kind, points[i], False) for i in range(n)]
     boxes = np.empty((n, 4), np.int64)
 
@@ -434,18 +485,18 @@ def simulate_many(
 
     The work that needs no randomness (scans, outlines) runs on `workers` threads; the random
     draws and the curves run in order in the calling thread, so `rng` ends where the loop
-    would leave it. Clicks and rectangles on masks of one shape (C-contiguous bool / uint8 /
-    int8 [H, W], or a stacked [B, H, W] array) scan every mask in one compiled call per
-    thread and draw in one call (`_simulate_batch`): the loop's per-target Python was most of
-    their time. Default threads: the CPUs this process may use, except 1 for scribbles and
-    for clicks and rectangles on mixed masks, whose scans are short next to their Python and
-    only contend for the GIL on threads (`benchmarks/gestures.py`).
+    would leave it. Clicks, scribbles and rectangles on masks of one shape (C-contiguous bool
+    / uint8 / int8 [H, W], or a stacked [B, H, W] array) scan every mask in one compiled call
+    per thread and draw in as few calls as numpy allows (`_simulate_batch`): the loop's
+    per-target Python was most of their time. Default threads: the CPUs this process may use,
+    except 1 for clicks, scribbles and rectangles on mixed masks, whose scans are short next
+    to their Python and only contend for the GIL on threads (`benchmarks/gestures.py`).
     A bad target raises the loop's ValueError, prefixed with its index.
     """
     kind = _kind(kind)
     check_rng(rng)
     targets = list(targets)
-    if kind in (GestureKind.CLICK, GestureKind.RECTANGLE):
+    if kind in (GestureKind.CLICK, GestureKind.SCRIBBLE, GestureKind.RECTANGLE):
         batch = _addresses(targets)
         if batch is not None:
             threads = min(available_cpus() if workers is None else int(workers), len(targets))

@@ -172,13 +172,14 @@ def _one_shape_targets(n: int, shape: tuple[int, int], dtype, seed: int) -> list
     return targets
 
 
-@pytest.mark.parametrize("kind", [GestureKind.CLICK, GestureKind.RECTANGLE])
+@pytest.mark.parametrize("kind", [GestureKind.CLICK, GestureKind.SCRIBBLE, GestureKind.RECTANGLE])
 @pytest.mark.parametrize(("shape", "dtype"), [((72, 88), np.uint8), ((61, 45), bool),
                                               ((40, 64), np.int8)])  # fmt: skip
 def test_simulate_many_batch_scans_are_the_loop(kind, shape, dtype):
-    """Clicks and rectangles on masks of one shape go through the batch scans and the draws in
-    one call (numba's generator for rectangles): the loop's gestures, byte for byte, and the
-    generator left where the loop leaves it; a stacked [B, H, W] array too."""
+    """Clicks, scribbles and rectangles on masks of one shape go through the batch scans and
+    the draws in as few calls as numpy allows (numba's generator for rectangles): the loop's
+    gestures, byte for byte, and the generator left where the loop leaves it; a stacked
+    [B, H, W] array too."""
     targets = _one_shape_targets(30, shape, dtype, seed=int(kind))
     for workers in (1, 2, None):
         loop_rng, many_rng = np.random.default_rng(21), np.random.default_rng(21)
@@ -195,7 +196,7 @@ def test_simulate_many_batch_scans_are_the_loop(kind, shape, dtype):
 def test_simulate_many_batch_scans_name_the_bad_target():
     targets = _one_shape_targets(6, (40, 48), np.uint8, seed=2)
     targets[3] = np.zeros((40, 48), np.uint8)
-    for kind in (GestureKind.CLICK, GestureKind.RECTANGLE):
+    for kind in (GestureKind.CLICK, GestureKind.SCRIBBLE, GestureKind.RECTANGLE):
         with pytest.raises(ValueError, match=r"targets\[3\]: target is empty"):
             simulate_many(kind, targets, np.random.default_rng(0), workers=2)
     targets[3][5, 5] = 1
