@@ -162,8 +162,9 @@ def _within_runs(marked, widths):
     A row whose window of source rows (dy = -r..r, within the marked rows' span) holds one run
     per row, each sharing a column with the next, is one interval: the runs join up, and each
     widened run contains its own, so the union of the widened runs is [min start - k, max stop
-    + k) — no difference array (a loose lasso's filled crop is mostly such rows: its dilation
-    ~3x faster). Other rows take the difference array."""
+    + k) — no difference array. Other rows take the difference array. The filled crops of
+    50 GrabCut loose lassos, where a fifth of the rows hold two runs: 548 -> 409 µs per crop
+    (medians of 9 alternating passes, same bytes, 2026-12-03)."""
     h, w = marked.shape
     radius = (widths.shape[0] - 1) // 2
     starts, stops, row_first = row_runs(marked)
