@@ -167,6 +167,11 @@ def mark_gesture(out, points, one_point, closed, radius, piece, edge_eps):
     pending_hi = np.zeros(h if merge else 0, np.int64)
     first_row, last_row = h, -1  # the rows that hold a pending interval lie between
     touched_first, touched_stop = h, 0
+    # per row of a segment: the columns surely and maybe within the brush (a click's disc
+    # spans at most 2 radius + 2 rows: a smaller allocation, a click is ~3 µs)
+    rows = min(h, int(2.0 * radius) + 3) if one_point else h
+    sure_starts, sure_stops = np.empty(rows, np.int64), np.empty(rows, np.int64)
+    maybe_starts, maybe_stops = np.empty(rows, np.int64), np.empty(rows, np.int64)
     n = 1 if one_point else points.shape[0]
     segments = n if (closed or n == 1) else n - 1
     for i in range(segments):
@@ -186,14 +191,22 @@ def mark_gesture(out, points, one_point, closed, radius, piece, edge_eps):
         if row1 > row0:
             touched_first, touched_stop = min(touched_first, row0), max(touched_stop, row1)
         constants = _segment_constants(sx, sy, dx, dy, length, radius, float(max(row0, row1)))
-        for r in range(row0, row1):
+        # Two passes: the column bounds of every row first (a loop of arithmetic alone, which
+        # LLVM compiles far better than one that also branches on the merge and writes), then
+        # the marking: tight lassos, scribbles and rectangles 1.5-1.8x faster, clicks 0.93x
+        # (~0.2 µs), same bytes (alternating calls on 50 GrabCut gestures each, two runs).
+        for q in range(row1 - row0):
             lo, hi, slack_lo, slack_hi = _row_interval(sx, sy, dx, dy, len2, radius, constants,
-                                                       float(r))  # fmt: skip
+                                                       float(row0 + q))  # fmt: skip
             eps_lo, eps_hi = edge_eps + slack_lo, edge_eps + slack_hi
-            sure_start = _index(np.ceil(lo + eps_lo), w)
-            sure_stop = _index(np.floor(hi - eps_hi) + 1.0, w)
-            maybe_start = _index(np.ceil(lo - eps_lo), w)
-            maybe_stop = _index(np.floor(hi + eps_hi) + 1.0, w)
+            sure_starts[q] = _index(np.ceil(lo + eps_lo), w)
+            sure_stops[q] = _index(np.floor(hi - eps_hi) + 1.0, w)
+            maybe_starts[q] = _index(np.ceil(lo - eps_lo), w)
+            maybe_stops[q] = _index(np.floor(hi + eps_hi) + 1.0, w)
+        for r in range(row0, row1):
+            q = r - row0
+            sure_start, sure_stop = sure_starts[q], sure_stops[q]
+            maybe_start, maybe_stop = maybe_starts[q], maybe_stops[q]
             if sure_stop <= sure_start:
                 sure_start = sure_stop = maybe_stop
             # unsigned flat indices: no negative-index wrap-around, so the loop vectorises
