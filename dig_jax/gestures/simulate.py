@@ -43,7 +43,7 @@ from dig_jax.gestures.scan import (
     tight_box,
 )
 from dig_jax.gestures.spline import clipped_curve, outline_samples, sample_curve
-from dig_jax.gestures.threads import available_cpus, map_chunked
+from dig_jax.gestures.threads import available_cpus, map_chunked, resolve_workers
 from dig_jax.gestures.types import Context, Gesture, GestureKind
 
 SPACING = 2.0  # px between consecutive samples of an interpolated curve
@@ -261,6 +261,7 @@ def _rectangle_corners(rng, boxes, h, w, low, high, redraws):
     algorithms on its bit generator, so the stream and the values are the loop's; tested)."""
     out = np.empty((boxes.shape[0], 4), np.float32)
     upper = (float(w), float(h), float(w), float(h))
+    c = np.empty(4)
     for i in range(boxes.shape[0]):
         b = boxes[i]
         extent = (b[2] - b[0], b[3] - b[1], b[2] - b[0], b[3] - b[1])
@@ -268,7 +269,6 @@ def _rectangle_corners(rng, boxes, h, w, low, high, redraws):
         for _ in range(redraws):
             v = rng.uniform(low, high)
             g = rng.standard_normal(4)
-            c = np.empty(4)
             for k in range(4):  # Python's min(max(x, 0.0), u): the same comparisons
                 x = b[k] + v * g[k] * extent[k]
                 x = 0.0 if 0.0 > x else x
@@ -499,9 +499,7 @@ def simulate_many(
     if kind in (GestureKind.CLICK, GestureKind.SCRIBBLE, GestureKind.RECTANGLE):
         batch = _addresses(targets)
         if batch is not None:
-            threads = min(available_cpus() if workers is None else int(workers), len(targets))
-            if threads < 1:
-                raise ValueError(f"workers must be >= 1, got {workers}")
+            threads = min(resolve_workers(workers), len(targets))
             return _simulate_batch(kind, targets, *batch, rng, threads)
     if workers is None:
         lasso = kind in (GestureKind.LOOSE_LASSO, GestureKind.TIGHT_LASSO)
