@@ -28,8 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from dig_jax import _numba
-from dig_jax.gestures.contours import crop_outline
-from dig_jax.gestures.edt import disc_widths
+from dig_jax.gestures.contours import box_outline
 from dig_jax.gestures.encode import box_outline_points
 from dig_jax.gestures.scan import (
     _BIG_ENDIAN,
@@ -37,7 +36,6 @@ from dig_jax.gestures.scan import (
     MarkedPixels,
     boxes_at,
     checked_box,
-    count_marked,
     counts_at,
     nth_at,
     tight_box,
@@ -180,15 +178,10 @@ def _outline_and_arc(
     region: np.ndarray, dilation: int, box: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """(`region_outline`, its arc length f64[P] px from the first point), one compiled call
-    after the crop (`contours.crop_outline`: holes filled, dilated by a disc of `dilation`
-    px, traced)."""
-    h, w = region.shape
-    x1, y1, x2, y2 = (int(v) for v in (tight_box(region) if box is None else box))
-    margin = dilation + 1
-    r0, r1 = max(y1 - margin, 0), min(y2 + margin, h)
-    c0, c1 = max(x1 - margin, 0), min(x2 + margin, w)
-    marked = (region if region.dtype == bool else region > 0).view(np.uint8)
-    return crop_outline(marked, (r0, r1), (c0, c1), disc_widths(dilation))  # 1 row: none
+    (`contours.box_outline`: holes filled, dilated by a disc of `dilation` px — -1: the
+    loose lasso's radius of the region's area — and traced in a crop around the region)."""
+    marked = np.ascontiguousarray(region if region.dtype == bool else region > 0).view(np.uint8)
+    return box_outline(marked, tight_box(marked) if box is None else box, dilation)
 
 
 def _collinear(points: np.ndarray) -> bool:
@@ -424,12 +417,8 @@ def _survey(kind: GestureKind, target: np.ndarray, name: str) -> tuple[object, t
         box, binary = checked_box(mask)
         found, empty = box, box[0] < 0
     if kind in (GestureKind.LOOSE_LASSO, GestureKind.TIGHT_LASSO) and binary and not empty:
-        region = mask.view(bool)
-        dilation = 0
-        if kind == GestureKind.LOOSE_LASSO:
-            x1, y1, x2, y2 = (int(v) for v in box)
-            dilation = loose_dilation_radius(count_marked(region[y1:y2, x1:x2]))
-        return _outline_and_arc(region, dilation, box), mask.shape
+        dilation = -1 if kind == GestureKind.LOOSE_LASSO else 0  # -1: from the region's area
+        return _outline_and_arc(mask.view(bool), dilation, box), mask.shape
     if not binary:
         raise ValueError(f"{name} must hold only 0 and 1 (or be bool)")
     if empty:

@@ -59,3 +59,60 @@ def test_known_answers():
 def test_bad_input_is_named(image, message):
     with pytest.raises(ValueError, match=message):
         longest_contour(image)
+
+
+def _reference_box_outline(region: np.ndarray, radius: int) -> tuple[np.ndarray, np.ndarray]:
+    """`box_outline` from scipy and scikit-image: fill the holes, dilate by the disc (exact
+    EDT), trace the longest contour in the zero-padded crop around the region, as (x, y)."""
+    from scipy import ndimage
+
+    from dig_jax.gestures.simulate import loose_dilation_radius
+
+    rows, cols = np.nonzero(region)
+    y1, y2, x1, x2 = rows.min(), rows.max() + 1, cols.min(), cols.max() + 1
+    if radius < 0:
+        radius = loose_dilation_radius(int(region.sum()))
+    margin = radius + 1
+    r0, r1 = max(y1 - margin, 0), min(y2 + margin, region.shape[0])
+    c0, c1 = max(x1 - margin, 0), min(x2 + margin, region.shape[1])
+    crop = np.zeros((r1 - r0, c1 - c0), bool)
+    crop[y1 - r0 : y2 - r0, x1 - c0 : x2 - c0] = ndimage.binary_fill_holes(region[y1:y2, x1:x2])
+    if radius > 0:
+        crop = ndimage.distance_transform_edt(~crop) <= radius
+    contour = _skimage_longest(np.pad(crop, 1))
+    outline = np.stack([contour[:, 1] - 1 + c0, contour[:, 0] - 1 + r0], axis=1)
+    arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(outline, axis=0), axis=1))])
+    return outline, arc
+
+
+@given(
+    st.integers(0, 2**31 - 1), st.integers(2, 50), st.integers(2, 50),
+    st.sampled_from([0.05, 0.3, 0.7]), st.sampled_from([-1, 0, 1, 2, 5, 9]),
+)  # fmt: skip
+def test_box_outline_equals_scipy_and_skimage(seed, h, w, density, radius):
+    """The run-based outline (fill, dilate and trace on runs) against the pixel pipeline it
+    replaces, on regions with holes and several pieces that often touch the image's edges
+    (where the crop's margin is cut), for every dilation a lasso uses (-1: the loose rule)."""
+    from dig_jax.gestures.contours import box_outline
+    from dig_jax.gestures.scan import tight_box
+
+    rng = np.random.default_rng(seed)
+    region = rng.random((h, w)) < density
+    region[rng.integers(h), rng.integers(w)] = True
+    outline, arc = box_outline(region.view(np.uint8), tight_box(region), radius)
+    want_outline, want_arc = _reference_box_outline(region, radius)
+    np.testing.assert_array_equal(outline, want_outline)
+    np.testing.assert_array_equal(arc, want_arc)
+
+
+def test_loose_radius_rounds_as_python():
+    """The compiled loose rule equals `loose_dilation_radius`, also where 0.1 sqrt(area) is
+    a half (round half to even: 6.5 -> 6, 7.5 -> 8) and around the clip at 6 and 30."""
+    from dig_jax.gestures.contours import loose_radius
+    from dig_jax.gestures.simulate import loose_dilation_radius
+
+    halves = [(10 * k + 5) ** 2 + d for k in range(40) for d in (-1, 0, 1)]
+    areas = halves + list(range(0, 5000, 7)) + [10**6, 10**7, 2**40]
+    for area in areas:
+        assert loose_radius(area) == loose_dilation_radius(area), area
+    assert loose_radius(65**2) == 6 and loose_radius(75**2) == 8

@@ -124,3 +124,26 @@ def test_bad_input_is_named(marked, cap, message):
         squared_edt(marked, cap)
     with pytest.raises(ValueError, match="table: expected shape"):
         edt_lookup(np.zeros((4, 4), bool), 3, np.zeros(3))
+
+
+def test_disc_widths_are_exact_integer_square_roots():
+    import math
+
+    from dig_jax.gestures.edt import disc_widths
+
+    for radius in [*range(0, 80), 1000, 46340]:
+        widths = disc_widths(radius)
+        assert len(widths) == 2 * radius + 1 and not widths.flags.writeable
+        dys = np.arange(-radius, radius + 1)
+        picks = dys if radius < 80 else dys[:: max(radius // 97, 1)]
+        for dy in picks:
+            assert widths[dy + radius] == math.isqrt(radius * radius - int(dy) * int(dy))
+
+
+def test_within_wide_rows_grow_the_room_for_runs():
+    """Rows far wider than the frame is tall hold more runs than the first room (2 H + 64)."""
+    marked = np.zeros((3, 1200), bool)
+    marked[1, ::4] = True  # 300 single pixels, 300 runs in every row at radius 1
+    got = within(marked, 1)
+    np.testing.assert_array_equal(got, ndimage.distance_transform_edt(~marked) <= 1)
+    assert got[0].sum() == 300 and got[1].sum() == 899  # the first pixel has no left side

@@ -49,3 +49,17 @@ def test_runs_of_any_nonzero_value_and_long_runs(seed, h, w, value):
             a, b = np.sort(rng.integers(0, w + 1, 2))
             mask[r, a:b] = value
     assert _as_list(*row_runs(mask)) == _numpy_runs(mask)
+
+
+@given(
+    st.integers(0, 2**31 - 1), st.integers(1, 20), st.integers(1, 40), st.integers(0, 9),
+    st.sampled_from([1, 2, 3]), st.floats(0.0, 1.0),
+)  # fmt: skip
+def test_runs_of_crops_at_any_column_and_strided_views(seed, h, w, offset, step, density):
+    """Crops of a larger mask start at any byte (the rows are read in unaligned words);
+    column steps other than 1 take the byte-by-byte path; any nonzero byte is marked."""
+    rng = np.random.default_rng(seed)
+    big = rng.integers(1, 256, (h + 2, offset + w * step + 9)).astype(np.uint8)
+    big[rng.random(big.shape) >= density] = 0
+    view = big[1 : 1 + h, offset : offset + w * step : step]
+    assert _as_list(*row_runs(view)) == _numpy_runs(view)
