@@ -34,3 +34,23 @@ def test_views_at_an_address_read_the_array_there():
     np.testing.assert_array_equal(bytes_at(mask.ctypes.data, 5, 7), mask)
     words = np.array([3, 2**63 + 1, 7], np.uint64)
     np.testing.assert_array_equal(words_at(words.ctypes.data, 3), words)
+
+
+def test_word_at_any_offset_and_trailing_zeros():
+    import numba
+
+    word_at = _numba.intrinsic("word_at").value
+    trailing_zeros = _numba.intrinsic("trailing_zeros").value
+
+    @numba.njit
+    def read(raw, offset):
+        word = word_at(raw.ctypes.data + offset)
+        return word, trailing_zeros(word)
+
+    raw = np.random.default_rng(0).integers(0, 256, 40).astype(np.uint8)
+    raw[16:24] = 0
+    for offset in range(32):
+        word, zeros = read(raw, offset)
+        want = int(np.frombuffer(raw[offset : offset + 8].tobytes(), np.uint64)[0])
+        assert word == want
+        assert zeros == (64 if want == 0 else (want & -want).bit_length() - 1)
