@@ -35,7 +35,7 @@ import numpy as np
 
 from dig_jax import _numba
 from dig_jax.gestures.edt import dilated_runs, disc_row_widths
-from dig_jax.gestures.runs import filled_runs, paint_runs, row_runs
+from dig_jax.gestures.runs import checked_row_runs, filled_runs, paint_runs, row_runs
 from dig_jax.gestures.spline import polyline_length
 
 # Edge midpoints of the square whose top-left pixel is (r, c), in doubled coordinates
@@ -172,12 +172,12 @@ def _segments_into(starts, stops, row_first, w, counts, seg_from, seg_to, capaci
     # The segment touching each crossed edge, to link it to the one across once that is
     # emitted: bottom edges of the previous and this row of squares (by column), the right
     # edge of the previous square and of this one.
-    bottoms = np.empty((2, w), np.int64)
+    bottoms = np.empty(2 * w, np.int64)
     right_out = -1
     beyond = w + 1  # past every run end
     n = 0
     for r in range(h - 1):
-        above, below = bottoms[(r + 1) % 2], bottoms[r % 2]
+        above, below = ((r + 1) % 2) * w, (r % 2) * w  # offsets in bottoms (no views)
         i, i_stop = row_first[r], row_first[r + 1]  # the upper row's runs
         j, j_stop = row_first[r + 1], row_first[r + 2]  # the lower row's
         up, down, p = 0, 0, 0  # states of columns p.. (up to the next end)
@@ -211,19 +211,19 @@ def _segments_into(starts, stops, row_first, w, counts, seg_from, seg_to, capaci
                     if fc == 0:
                         successor[left_in] = n
                     elif fr == 0:
-                        successor[above[c]] = n
+                        successor[bottoms[above + c]] = n
                     elif fc == 2:
                         right_out = n
                     else:
-                        below[c] = n
+                        bottoms[below + c] = n
                     if tc == 0:
                         successor[n] = left_in
                     elif tr == 0:
-                        successor[n] = above[c]
+                        successor[n] = bottoms[above + c]
                     elif tc == 2:
                         right_out = n
                     else:
-                        below[c] = n
+                        bottoms[below + c] = n
                     n += 1
             if next_up == q:
                 i += up  # a stop: the next run
@@ -323,13 +323,59 @@ def loose_radius(area):
     return min(max(int(np.rint(0.1 * math.sqrt(area))), 6), 30)
 
 
+def mask_outline(marked: np.ndarray, radius: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """`box_outline` of a whole mask, validated in the same pass that finds its box and reads
+    its runs: (status, outline, arc), status `MASK_OK`, `MASK_NOT_BINARY` (a byte other than 0
+    or 1; empty arrays) or `MASK_EMPTY` (nothing marked; empty arrays). `marked`: uint8
+    [H, W], C-contiguous."""
+    return _mask_outline(marked, int(radius), _COUNT, _FROM, _TO)
+
+
+MASK_OK, MASK_NOT_BINARY, MASK_EMPTY = 0, 1, 2
+
+
+@_numba.njit(cache=True, nogil=True)
+def _mask_outline(marked, radius, counts, seg_from, seg_to):
+    """`mask_outline`: the mask's runs, its box from them, then `_outline_of_runs`."""
+    h, w = marked.shape
+    starts, stops, row_first, binary = checked_row_runs(marked)
+    empty = np.empty((0, 2)), np.empty(0)
+    if not binary:
+        return MASK_NOT_BINARY, empty[0], empty[1]
+    if starts.shape[0] == 0:
+        return MASK_EMPTY, empty[0], empty[1]
+    y1, y2 = 0, h
+    while row_first[y1 + 1] == row_first[y1]:
+        y1 += 1
+    while row_first[y2 - 1] == row_first[y2]:
+        y2 -= 1
+    x1, x2 = np.min(starts), np.max(stops)
+    first, stop = row_first[y1], row_first[y2]
+    outline, arc = _outline_of_runs(
+        starts[first:stop] - x1, stops[first:stop] - x1, row_first[y1 : y2 + 1] - first,
+        x1, y1, x2, y2, h, w, radius, counts, seg_from, seg_to,
+    )  # fmt: skip
+    return MASK_OK, outline, arc
+
+
 @_numba.njit(cache=True, nogil=True)
 def _box_outline(marked, x1, y1, x2, y2, radius, counts, seg_from, seg_to):
-    """`box_outline`: the same operations as filled_padded, edt.within, longest_contour and
-    numpy's diff / norm / cumsum, in the same order, on runs (`row_runs` of the box once;
-    filling, dilating and tracing read and write runs, not pixels)."""
+    """`box_outline`: the box's runs, then `_outline_of_runs`."""
     h, w = marked.shape
     starts, stops, row_first = row_runs(marked[y1:y2, x1:x2])
+    return _outline_of_runs(
+        starts, stops, row_first, x1, y1, x2, y2, h, w, radius, counts, seg_from, seg_to
+    )
+
+
+@_numba.njit(cache=True, nogil=True)
+def _outline_of_runs(
+    starts, stops, row_first, x1, y1, x2, y2, h, w, radius, counts, seg_from, seg_to
+):
+    """The outline f64[P, 2] (x, y) and arc f64[P] of the region in box (x1, y1, x2, y2) of an
+    H x W image, given its runs in box coordinates: the same operations as filled_padded,
+    edt.within, longest_contour and numpy's diff / norm / cumsum, in the same order, on runs
+    (filling, dilating and tracing read and write runs, not pixels)."""
     if radius < 0:
         radius = loose_radius(np.sum(stops - starts))
     starts, stops, row_first = filled_runs(starts, stops, row_first, x2 - x1)

@@ -29,7 +29,14 @@ def row_runs(marked):
     """Runs of nonzero pixels of uint8 [H, W] `marked`, in raster order: (starts, stops
     int64[R] (columns, stop exclusive), row_first int64[H + 1]: the runs of row r are
     row_first[r]:row_first[r + 1]). Room for 4 (H + W) runs first, the pass rerun with 4x the
-    room when a mask has more (at most ceil(W / 2) per row).
+    room when a mask has more (at most ceil(W / 2) per row). `checked_row_runs` below."""
+    starts, stops, row_first, _ = checked_row_runs(marked)
+    return starts, stops, row_first
+
+
+@_numba.njit(cache=True, nogil=True)
+def checked_row_runs(marked):
+    """(`row_runs(marked)`, whether every byte is 0 or 1), in one pass.
 
     Rows of contiguous bytes (any crop of a C-contiguous mask) are read eight pixels per
     (unaligned) word: a word's nonzero bytes, XORed with the same shifted by one pixel, mark
@@ -40,6 +47,7 @@ def row_runs(marked):
     if not (_LITTLE_ENDIAN and w > 0 and marked.strides[1] == 1):
         return _runs_by_bytes(marked)
     one, two, three, four, eight, last = _SHIFTS
+    binary = True
     most = h * ((w + 1) // 2)
     capacity = min(4 * (h + w) + 64, most)
     while True:
@@ -60,8 +68,8 @@ def row_runs(marked):
                 else:  # the last w % 8 pixels, then an unmarked one after the row
                     word = _ZERO
                     for b in range(w % 8):
-                        if marked[r, 8 * j + b]:
-                            word |= np.uint64(1) << np.uint64(8 * b)
+                        word |= np.uint64(marked[r, 8 * j + b]) << np.uint64(8 * b)
+                binary = binary and (word & ~_ONES) == 0  # skipped words are 0s or 1s
                 spread = word | (word >> four)
                 spread |= spread >> two
                 spread |= spread >> one
@@ -88,13 +96,13 @@ def row_runs(marked):
                 break
         if not full:
             row_first[h] = n
-            return starts[:n], stops[:n], row_first
+            return starts[:n], stops[:n], row_first, binary
         capacity = min(4 * capacity, most)
 
 
 @_numba.njit(cache=True, nogil=True)
 def _runs_by_bytes(marked):
-    """`row_runs` pixel by pixel, for rows of any layout."""
+    """`checked_row_runs` pixel by pixel, for rows of any layout."""
     h, w = marked.shape
     most = h * ((w + 1) // 2)
     capacity = min(4 * (h + w) + 64, most)
@@ -109,7 +117,11 @@ def _runs_by_bytes(marked):
                 break
         if n >= 0:
             row_first[h] = n
-            return starts[:n], stops[:n], row_first
+            binary = True
+            for r in range(h):
+                for c in range(w):
+                    binary = binary and marked[r, c] <= 1
+            return starts[:n], stops[:n], row_first, binary
         capacity = min(4 * capacity, most)
 
 

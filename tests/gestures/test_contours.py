@@ -116,3 +116,27 @@ def test_loose_radius_rounds_as_python():
     for area in areas:
         assert loose_radius(area) == loose_dilation_radius(area), area
     assert loose_radius(65**2) == 6 and loose_radius(75**2) == 8
+
+
+def test_mask_outline_checks_the_mask_and_equals_box_outline():
+    from dig_jax.gestures import contours
+    from dig_jax.gestures.contours import box_outline, mask_outline
+    from dig_jax.gestures.scan import tight_box
+
+    rng = np.random.default_rng(5)
+    for h, w in [(1, 1), (1, 9), (7, 1), (33, 45), (64, 64)]:
+        for radius in (-1, 0, 3):
+            region = (rng.random((h, w)) < 0.3).astype(np.uint8)
+            region[rng.integers(h), rng.integers(w)] = 1
+            status, outline, arc = mask_outline(region, radius)
+            want_outline, want_arc = box_outline(region, tight_box(region), radius)
+            assert status == contours.MASK_OK
+            np.testing.assert_array_equal(outline, want_outline)
+            np.testing.assert_array_equal(arc, want_arc)
+    assert mask_outline(np.zeros((5, 9), np.uint8), 0)[0] == contours.MASK_EMPTY
+    bad = np.zeros((5, 9), np.uint8)
+    bad[2, 7] = 2  # in the last, partial word of its row
+    assert mask_outline(bad, -1)[0] == contours.MASK_NOT_BINARY
+    bad = np.zeros((5, 16), np.uint8)
+    bad[1, 3] = 255  # in a whole word
+    assert mask_outline(bad, 0)[0] == contours.MASK_NOT_BINARY

@@ -4,6 +4,7 @@ with a reused buffer and threads is `rasterize` of each gesture, and the fused m
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from dig_jax.gestures import (
     simulate_many,
 )
 from dig_jax.gestures.scan import MarkedPixels, checked_box, tight_box
-from dig_jax.gestures.threads import map_chunked
+from dig_jax.gestures.threads import map_chunked, map_in_order
 
 SHAPE = (72, 88)
 
@@ -122,6 +123,36 @@ def test_map_chunked_keeps_order_threads_and_the_first_error():
 
     with pytest.raises(KeyError, match="4"):
         map_chunked(fail, range(10), workers=3)
+
+
+def test_map_in_order_runs_then_in_order_in_the_calling_thread():
+    main = threading.current_thread().name
+    seen = []
+
+    def slow_first(x: int) -> tuple[int, str]:
+        if x == 0:
+            time.sleep(0.05)  # the other threads finish later items meanwhile
+        return x, threading.current_thread().name
+
+    def then(found: tuple[int, str]) -> int:
+        seen.append((found[0], threading.current_thread().name))
+        return found[0] * 10
+
+    for workers in (1, 2, 3):
+        seen.clear()
+        assert map_in_order(slow_first, then, range(12), workers) == [x * 10 for x in range(12)]
+        assert seen == [(x, main) for x in range(12)]
+    assert map_in_order(lambda x: x, lambda x: -x, [], 4) == []
+
+    def fail(x: int) -> int:
+        if x in (4, 8):
+            raise KeyError(x)
+        return x
+
+    seen.clear()
+    with pytest.raises(KeyError, match="4"):
+        map_in_order(fail, lambda x: seen.append(x), range(10), 3)
+    assert seen == [0, 1, 2, 3]  # `then` ran on the items before the first error, in order
 
 
 def _mixed_gestures(shape: tuple[int, int], seed: int) -> list:

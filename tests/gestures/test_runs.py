@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dig_jax.gestures.runs import gap_runs, row_runs
+from dig_jax.gestures.runs import checked_row_runs, gap_runs, row_runs
 
 
 def _numpy_runs(mask: np.ndarray) -> list[tuple[int, int, int]]:
@@ -63,3 +63,8 @@ def test_runs_of_crops_at_any_column_and_strided_views(seed, h, w, offset, step,
     big[rng.random(big.shape) >= density] = 0
     view = big[1 : 1 + h, offset : offset + w * step : step]
     assert _as_list(*row_runs(view)) == _numpy_runs(view)
+    if rng.random() < 0.5:
+        view = np.minimum(view, 1)  # {0, 1} bytes: reported binary
+    *runs, binary = checked_row_runs(view)
+    assert _as_list(*runs) == _numpy_runs(view)
+    assert binary == bool((view <= 1).all())
