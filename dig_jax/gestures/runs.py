@@ -68,9 +68,12 @@ def checked_row_runs(marked):
                     # four words (32 pixels) as the pixel before: skipped in one test
                     while j + 4 <= n_words:
                         at = address + 8 * j
-                        if (_word_at(at) ^ same) | (_word_at(at + 8) ^ same) | (
-                            _word_at(at + 16) ^ same
-                        ) | (_word_at(at + 24) ^ same):
+                        if (
+                            (_word_at(at) ^ same)
+                            | (_word_at(at + 8) ^ same)
+                            | (_word_at(at + 16) ^ same)
+                            | (_word_at(at + 24) ^ same)
+                        ):
                             break
                         j += 4
                     if j == n_words:
