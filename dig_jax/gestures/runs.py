@@ -44,8 +44,7 @@ def checked_row_runs(marked):
     pixels after an unmarked one, or of eight 1 bytes after a marked one, are skipped at once.
     Other layouts and big-endian machines go byte by byte."""
     h, w = marked.shape
-    if not (_LITTLE_ENDIAN and w > 0 and marked.strides[1] == 1):
-        return _runs_by_bytes(marked)
+    by_words = _LITTLE_ENDIAN and w > 0 and marked.strides[1] == 1
     one, two, three, four, eight, last = _SHIFTS
     binary = True
     most = h * ((w + 1) // 2)
@@ -57,6 +56,13 @@ def checked_row_runs(marked):
         full = False
         for r in range(h):
             row_first[r] = n
+            if not by_words:
+                n, row_binary = _byte_runs(marked[r], starts, stops, n)
+                binary = binary and row_binary
+                full = n < 0
+                if full:
+                    break
+                continue
             address = marked.ctypes.data + r * marked.strides[0]
             carry = _ZERO  # 1 when the pixel before the word is marked
             inside = False  # the flips alternate: a run's start, then its stop
@@ -118,49 +124,26 @@ def checked_row_runs(marked):
 
 
 @_numba.njit(cache=True, nogil=True)
-def _runs_by_bytes(marked):
-    """`checked_row_runs` pixel by pixel, for rows of any layout."""
-    h, w = marked.shape
-    most = h * ((w + 1) // 2)
-    capacity = min(4 * (h + w) + 64, most)
-    while True:
-        starts, stops = np.empty(capacity, np.int64), np.empty(capacity, np.int64)
-        row_first = np.empty(h + 1, np.int64)
-        n = 0
-        for r in range(h):
-            row_first[r] = n
-            n = _byte_runs(marked[r], starts, stops, n)
-            if n < 0:
-                break
-        if n >= 0:
-            row_first[h] = n
-            binary = True
-            for r in range(h):
-                for c in range(w):
-                    binary = binary and marked[r, c] <= 1
-            return starts[:n], stops[:n], row_first, binary
-        capacity = min(4 * capacity, most)
-
-
-@_numba.njit(cache=True, nogil=True)
 def _byte_runs(row, starts, stops, n):
-    """`_word_runs` for a row of any layout, pixel by pixel."""
+    """Append the runs of `row` (any layout) from index n, pixel by pixel: (the new count, or
+    -1 without room; whether its bytes are all 0 or 1)."""
     capacity = starts.shape[0]
-    inside = False
+    inside, binary = False, True
     for c in range(row.shape[0]):
+        binary = binary and row[c] <= 1
         if (row[c] != 0) != inside:
             if inside:
                 stops[n] = c
                 n += 1
             elif n == capacity:
-                return -1
+                return -1, binary
             else:
                 starts[n] = c
             inside = not inside
     if inside:
         stops[n] = row.shape[0]
         n += 1
-    return n
+    return n, binary
 
 
 @_numba.njit(cache=True, nogil=True)
@@ -237,24 +220,19 @@ def filled_runs(starts, stops, row_first, width):
         for k in range(gap_first[r], gap_first[r + 1]):
             if r == 0 or r == h - 1 or gap_starts[k] == 0 or gap_stops[k] == width:
                 outside[union_root(parent, k)] = True
-    # a row's filled runs are what its outside gaps leave: at most as many as its own runs
-    out_starts, out_stops = np.empty(starts.shape[0], np.int64), np.empty(starts.shape[0], np.int64)
-    out_first = np.empty(h + 1, np.int64)
+    # the filled runs are the gaps between the outside's runs
+    kept_starts = np.empty(gap_starts.shape[0], np.int64)
+    kept_stops = np.empty(gap_starts.shape[0], np.int64)
+    kept_first = np.empty(h + 1, np.int64)
     n = 0
     for r in range(h):
-        out_first[r] = n
-        c = 0
+        kept_first[r] = n
         for k in range(gap_first[r], gap_first[r + 1]):
             if outside[union_root(parent, k)]:
-                if gap_starts[k] > c:
-                    out_starts[n], out_stops[n] = c, gap_starts[k]
-                    n += 1
-                c = gap_stops[k]
-        if c < width:
-            out_starts[n], out_stops[n] = c, width
-            n += 1
-    out_first[h] = n
-    return out_starts[:n], out_stops[:n], out_first
+                kept_starts[n], kept_stops[n] = gap_starts[k], gap_stops[k]
+                n += 1
+    kept_first[h] = n
+    return gap_runs(kept_starts[:n], kept_stops[:n], kept_first, width)
 
 
 @_numba.njit(cache=True, nogil=True)
