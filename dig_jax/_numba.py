@@ -4,14 +4,47 @@ Importing numba (and LLVM with it) costs ~0.2 s and ~50 MiB of memory. The gestu
 data modules hold numba kernels but are imported by everything that predicts, so the
 decorator below defers numba until a kernel first runs: a process that loads a segmenter and
 runs its network never imports it (`benchmarks/vs_torch.py` measures such processes).
+
+Kernels with `cache=True` keep their machine code on disk under a key that also holds
+`sources_stamp()`, a hash of the package's numba sources. numba's own key (the kernel's
+bytecode, its file's time stamp) misses a change to a kernel it calls in another module: a
+caller loaded from the cache then runs the callee's old code (seen here: `row_runs` edited,
+`longest_contour`'s cached caller still ran the previous version and answered wrongly).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+
+@functools.cache
+def sources_stamp() -> str:
+    """sha256 (16 hex digits) of the package's .py files that mention numba, by relative
+    path: read once per process, at the first kernel compile (~100 files, a few ms)."""
+    root = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_bytes()
+        if b"numba" in text:
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + text)
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def _stamped_cache() -> type:
+    """numba's on-disk function cache, its index key extended by `sources_stamp()`."""
+    from numba.core.caching import FunctionCache
+
+    class StampedCache(FunctionCache):
+        def _index_key(self, sig, codegen):
+            return (*super()._index_key(sig, codegen), sources_stamp())
+
+    return StampedCache
 
 
 class _Lazy:
@@ -34,7 +67,11 @@ class _Lazy:
                 module_globals[name] = callee.dispatcher
             elif isinstance(callee, _NumbaGlobal):
                 module_globals[name] = callee.value
-        compiled = numba.njit(**self.options)(self.fn)
+        options = dict(self.options)
+        cache = options.pop("cache", False)
+        compiled = numba.njit(**options)(self.fn)
+        if cache:  # what numba's cache=True does (`enable_caching`), with the stamped key
+            compiled._cache = _stamped_cache()(compiled.py_func)
         module_globals[self.fn.__name__] = compiled
         return compiled
 
