@@ -181,7 +181,10 @@ def _outline_and_arc(
     (`contours.box_outline`: holes filled, dilated by a disc of `dilation` px — -1: the
     loose lasso's radius of the region's area — and traced in a crop around the region)."""
     marked = np.ascontiguousarray(region if region.dtype == bool else region > 0).view(np.uint8)
-    return box_outline(marked, tight_box(marked) if box is None else box, dilation)
+    box = tight_box(marked) if box is None else box
+    if box[0] < 0:  # tight_box's answer for no marked pixel
+        raise ValueError("region is empty: it has no outline")
+    return box_outline(marked, box, dilation)
 
 
 def _collinear(points: np.ndarray) -> bool:

@@ -22,6 +22,7 @@ from dig_jax.gestures import (
 from dig_jax.gestures.simulate import (
     RECT_SPREAD,
     interpolate_curve,
+    lasso_control_points,
     loose_dilation_radius,
     rectangle_box,
     region_outline,
@@ -277,6 +278,13 @@ def test_bad_input_raises_clear_errors():
 def test_loose_dilation_radius_documented_range():
     assert loose_dilation_radius(1) == 6 and loose_dilation_radius(10_000) == 10
     assert loose_dilation_radius(10**7) == 30
+
+
+def test_outline_of_an_empty_region_is_a_named_error():
+    with pytest.raises(ValueError, match="region is empty"):
+        region_outline(np.zeros((6, 7), bool))
+    with pytest.raises(ValueError, match="region is empty"):
+        lasso_control_points(np.zeros((6, 7), np.uint8), 4.0, np.random.default_rng(0))
 
 
 def test_lasso_encloses_both_squares_touching_at_a_corner():
