@@ -66,9 +66,8 @@ def checked_row_runs(marked):
             address = marked.ctypes.data + r * marked.strides[0]
             carry = _ZERO  # 1 when the pixel before the word is marked
             inside = False  # the flips alternate: a run's start, then its stop
-            n_words, j = w // 8, -1
-            while j < n_words:
-                j += 1
+            n_words, j = w // 8, 0
+            while j <= n_words:  # word j; j == n_words: the row's last w % 8 pixels
                 if j < n_words:
                     same = _ONES if carry else _ZERO  # a word with no flip
                     # four words (32 pixels) as the pixel before: skipped in one test
@@ -83,10 +82,10 @@ def checked_row_runs(marked):
                             break
                         j += 4
                     if j == n_words:
-                        j -= 1
                         continue
                     word = _word_at(address + 8 * j)
                     if word == same:
+                        j += 1
                         continue
                 else:  # the last w % 8 pixels, then an unmarked one after the row
                     word = _ZERO
@@ -115,6 +114,7 @@ def checked_row_runs(marked):
                     flips &= flips - one
                 if full:
                     break
+                j += 1
             if full:
                 break
         if not full:

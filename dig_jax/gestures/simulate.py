@@ -409,7 +409,8 @@ def _survey(kind: GestureKind, target: np.ndarray, name: str) -> tuple[object, t
     """(what drawing a `kind` gesture needs to know of the region, its shape), no randomness:
     its marked pixels (click, scribble), its tight box (rectangle) or its outline (lassos).
     Validates the target as `as_region` does; for a bool / uint8 / int8 mask the first scan
-    (the pixel count, or the box) checks its bytes on the way (one pass over the mask)."""
+    (the pixel count, the box, or a lasso's row runs) checks its bytes on the way (one pass
+    over the mask)."""
     mask = np.asarray(target)
     if mask.ndim != 2 or mask.dtype not in (np.bool_, np.uint8, np.int8) or not mask.size:
         return _survey(kind, as_region(mask, name), name)  # as_region raises, or returns bool
