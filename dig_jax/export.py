@@ -83,6 +83,16 @@ def _read(path: Path) -> tuple[ml_collections.ConfigDict, dict]:
     return config, variables
 
 
+def load_variables(path: str | Path) -> dict:
+    """The Flax variables (params + batch_stats) of a segmenter file, e.g. to start training
+    from it (`config.init_from`); ValueError naming `path` for a bad file."""
+    path = Path(path)
+    _, variables = _read(path)
+    if not _all_finite(variables):
+        raise ValueError(f"path {path}: the weights hold NaN or Inf")
+    return variables
+
+
 def _check_variables(path: Path, segmenter: LoadedSegmenter) -> None:
     """ValueError naming `path` unless the weights are finite (a diverged run's NaN must not
     turn into 0.000 scores) and fit the model the config builds. The fit is checked by tracing

@@ -7,16 +7,35 @@ import os
 from pathlib import Path
 
 DATA_ENV = "DIG_JAX_DATA"
-_DEFAULT = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+_CHECKOUT_PARENT = Path(__file__).resolve().parents[1].parent
+# The shared benchmark photos, then the public sets fetched by docs/data.md's steps.
+_DEFAULT = (_CHECKOUT_PARENT / "shared" / "data", _CHECKOUT_PARENT / "dig_data")
+
+
+def data_roots() -> tuple[Path, ...]:
+    """Folders that hold real data sets, searched in order.
+
+    `DIG_JAX_DATA` is a list of folders separated by `os.pathsep` (":" on Linux); unset, it is
+    `../shared/data` then `../dig_data` beside the project checkout. The paths may not exist.
+    """
+    value = os.environ.get(DATA_ENV)
+    if value is None:
+        return _DEFAULT
+    roots = tuple(Path(p).expanduser() for p in value.split(os.pathsep) if p)
+    return roots or _DEFAULT
 
 
 def data_root() -> Path:
-    """Root of the real photo folders (grabcut/, berkeley/, coco_mval/, bsds500_regions/).
+    """The first of `data_roots()` (grabcut/, berkeley/, coco_mval/, bsds500_regions/)."""
+    return data_roots()[0]
 
-    Set the environment variable `DIG_JAX_DATA` to point elsewhere; the default is the
-    `shared/data` folder beside the project checkout. The path may not exist.
-    """
-    return Path(os.environ.get(DATA_ENV, _DEFAULT)).expanduser()
+
+def dataset_dir(name: str) -> Path:
+    """Folder of data set `name`: the first root that holds it, else under the first root."""
+    for root in data_roots():
+        if (root / name).is_dir():
+            return root / name
+    return data_root() / name
 
 
 CHECKPOINT_DIR = Path(__file__).resolve().parents[1] / "checkpoints"
@@ -47,5 +66,6 @@ def checkpoint_name(path: str | Path) -> str:
 
 def has_data(name: str | None = None) -> bool:
     """True if the data root (or its sub-folder `name`) exists."""
-    root = data_root()
-    return (root / name).is_dir() if name else root.is_dir()
+    if name:
+        return dataset_dir(name).is_dir()
+    return any(root.is_dir() for root in data_roots())

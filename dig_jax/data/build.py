@@ -38,7 +38,7 @@ from dig_jax.data.sources.dig_json import DigRowWriter, write_dig_json
 from dig_jax.data.sources.record import LoadedRecord, Record, resize_loaded
 from dig_jax.gestures.types import Context, GestureKind
 from dig_jax.outputs import replace_with, staging_dir
-from dig_jax.paths import data_root
+from dig_jax.paths import dataset_dir
 
 KIND_NAMES = [k.name.lower() for k in GestureKind]
 
@@ -46,7 +46,7 @@ KIND_NAMES = [k.name.lower() for k in GestureKind]
 def _records_and_problems(spec: str, size: tuple[int, int]) -> tuple[list, list[str]]:
     kind, _, rest = spec.partition(":")
     if kind in ("grabcut", "berkeley", "coco_mval"):
-        return scan_benchmark_folder(data_root() / kind)
+        return scan_benchmark_folder(dataset_dir(kind))
     if kind == "folder":
         return scan_benchmark_folder(Path(rest))
     if kind == "coco_json":

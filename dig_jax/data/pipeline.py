@@ -27,6 +27,7 @@ skipping forever (each grain worker process counts its own tries).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 import uuid
@@ -41,11 +42,14 @@ import numpy as np
 from dig_jax.data.samples import ALL_KINDS, Sample, distance_uint8, random_sample
 from dig_jax.data.sources.benchmark_folder import benchmark_folder
 from dig_jax.data.sources.bsds_regions import bsds_regions
+from dig_jax.data.sources.camvid import camvid
+from dig_jax.data.sources.clothing_parsing import clothing_co_parsing
 from dig_jax.data.sources.coco_json import scan_coco_json
 from dig_jax.data.sources.dig_json import DigEntry, scan_dig_json
 from dig_jax.data.sources.procedural import procedural
 from dig_jax.data.sources.record import Record, resize_loaded
-from dig_jax.paths import data_root
+from dig_jax.data.sources.yolo_polygons import yolo_polygons
+from dig_jax.paths import dataset_dir
 from dig_jax.prompts import fit_within, zoom_sample
 
 log = logging.getLogger(__name__)
@@ -166,8 +170,10 @@ def resolve_source(spec: str, *, image_size: tuple[int, int] = (256, 256)) -> li
     """Records (or DigEntries) named by a spec string.
 
     "procedural[:N[:SEED]]" (default N=1000, SEED=0, rendered at `image_size`);
-    "grabcut" | "berkeley" | "coco_mval" (folders under `dig_jax.paths.data_root()`);
-    "bsds500_regions[/train|/val]"; "folder:PATH" (a benchmark-style folder);
+    "grabcut" | "berkeley" | "coco_mval" (folders under `dig_jax.paths.data_roots()`);
+    "bsds500_regions[/train|/val]"; "clothing_co_parsing[:PATH]", "camvid[/SPLIT][:PATH]"
+    and "feral_cats[/SPLIT][:PATH]" (docs/data.md; named folders are found by
+    `dig_jax.paths.dataset_dir`); "folder:PATH" (a benchmark-style folder);
     "bsds:PATH"; "coco_json:ANNOTATIONS.json:IMAGE_DIR"; "dig_json:FILE.json:IMAGE_DIR";
     "tfds:DATA_DIR" (a prepared `dig_jax.data.tfds_builder.DigSamples`, split train).
     Items a JSON source cannot list are reported and counted (`report_bad_item`), not returned.
@@ -177,11 +183,18 @@ def resolve_source(spec: str, *, image_size: tuple[int, int] = (256, 256)) -> li
         n, seed = _procedural_args(spec, rest)
         return procedural(seed, n, size=image_size)
     if kind in ("grabcut", "berkeley", "coco_mval"):
-        return benchmark_folder(data_root() / kind)
+        return benchmark_folder(dataset_dir(kind))
     if kind.startswith("bsds500_regions"):
         split = kind.partition("/")[2]
-        root = data_root() / "bsds500_regions"
+        root = dataset_dir("bsds500_regions")
         return bsds_regions(root / split) if split else bsds_regions(root)
+    name, _, split = kind.partition("/")
+    if name in _PUBLIC_SETS:
+        reader, default_split = _PUBLIC_SETS[name]
+        root = Path(rest) if rest else dataset_dir(name)
+        if not root.is_dir():
+            raise ValueError(f"sources: {spec!r}: no folder {root} (see docs/data.md)")
+        return reader(root, split or default_split) if default_split else reader(root)
     if kind == "folder":
         return benchmark_folder(Path(rest))
     if kind == "bsds":
@@ -202,6 +215,14 @@ def resolve_source(spec: str, *, image_size: tuple[int, int] = (256, 256)) -> li
             report_bad_item(problem)
         return items
     raise ValueError(f"sources: unknown source spec {spec!r}")
+
+
+# Public sets with regions and parts (docs/data.md): name -> (reader, default split or "").
+_PUBLIC_SETS = {
+    "clothing_co_parsing": (clothing_co_parsing, ""),
+    "camvid": (camvid, "train"),
+    "feral_cats": (functools.partial(yolo_polygons, name="feral_cats"), "train"),
+}
 
 
 def _procedural_args(spec: str, rest: str) -> tuple[int, int]:

@@ -146,6 +146,12 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     elif variant == "demo":
         c.evals.dig = dict(type="dig_tables", datasets=("procedural:12:777",), every_steps=0)
 
+    # Iterative training (`dig_jax.train.iterative`): the model's own masks as previous masks.
+    c.iterative = ml_collections.ConfigDict(
+        dict(prob=0.0, max_steps=3, min_area=20, kinds=(0, 1, 2, 3, 4))
+    )
+    c.init_from = ""  # an exported segmenter (.digjax) whose weights start a new run
+
     c.checkpoint = ml_collections.ConfigDict()
     c.checkpoint.save_every = {"paper": 1000, "offline": 250, "demo": 500, "tiny": 2}[variant]
     c.checkpoint.keep = 3
@@ -308,6 +314,18 @@ def validate_config(c: ml_collections.ConfigDict, num_devices: int | None = None
     except ValueError as error:
         raise ValueError(f"config.data.{error}") from None
     _check(d.worker_count >= 0, "data.worker_count", "must be >= 0", d.worker_count)
+    from dig_jax.train.iterative import IterativeConfig
+
+    try:
+        IterativeConfig.from_config(c)
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"config.iterative.{error}") from None
+    init_from = c.get("init_from", "")
+    if init_from:
+        from pathlib import Path
+
+        exists = Path(init_from).is_file()
+        _check(exists, "init_from", "must be an existing .digjax file", init_from)
     _check(c.eval.every_steps >= 0, "eval.every_steps", "must be >= 0", c.eval.every_steps)
     for name, entry in c.get("evals", {}).items():
         every = entry.get("every_steps", 0)

@@ -30,7 +30,12 @@ from tqdm.auto import tqdm
 
 from dig_jax.allocator import freed_pages_returned
 from dig_jax.evaluation.scores import format_rice_table, score_batch, summarize_scores
-from dig_jax.models.interactive import batch_to_input, build_segmenter, pretrained_variables
+from dig_jax.models.interactive import (
+    batch_to_input,
+    build_segmenter,
+    encode_context_clicks,
+    pretrained_variables,
+)
 from dig_jax.models.xla_options import (
     init_compiler_options,
     predict_compiler_options,
@@ -41,6 +46,7 @@ from dig_jax.train.config import validate_config
 from dig_jax.train.evals import LoopEvaluators
 from dig_jax.train.host_memory import release_freed_memory
 from dig_jax.train.input_pipeline import make_eval_batches, make_train_iterator
+from dig_jax.train.iterative import IterativeConfig, iterate_batch
 from dig_jax.train.state import TrainState, make_optimizer, make_schedule, with_pretrained
 from dig_jax.train.step import init_state, train_step
 
@@ -107,6 +113,12 @@ def eval_step(variables: dict, batch: dict, *, model, input_kind: str) -> dict[s
         kind = jnp.asarray(batch["gesture_kind"])
         scores["kind_acc"] = (jnp.argmax(outputs["kind"], -1) == kind).astype(jnp.float32)
     return scores
+
+
+def predicted_masks(variables: dict, batch: dict, *, model, input_kind: str) -> jax.Array:
+    """uint8[B, H, W]: the thresholded masks of the model in inference mode (no gradient)."""
+    outputs = model.apply(variables, batch_to_input(batch, input_kind), train=False)
+    return (outputs["mask"] > 0).astype(jnp.uint8)
 
 
 def to_global(batch: dict, mesh: Mesh) -> dict[str, jax.Array]:
@@ -225,6 +237,12 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
         pretrained = pretrained_variables(config.model)
         if pretrained is not None:
             state = jax.device_put(with_pretrained(state, pretrained), state_sharding)
+        if config.get("init_from", ""):  # every weight from an exported segmenter
+            from dig_jax.export import load_variables
+
+            state = jax.device_put(
+                with_pretrained(state, load_variables(config.init_from)), state_sharding
+            )
     else:
         start_step, state = restored
     writer.drop_after(start_step)
@@ -248,6 +266,21 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
         if config.get("train_xla_options")
         else None,
     )
+
+    iterative = IterativeConfig.from_config(config)
+    masks_fn = jax.jit(
+        functools.partial(predicted_masks, model=model, input_kind=config.model.input_kind),
+        in_shardings=(replicated, data_sharding),
+        out_shardings=data_sharding,
+    )
+
+    def own_masks(local_batch: dict) -> np.ndarray:
+        """This process's rows of the current model's masks for its share of the batch."""
+        masks = masks_fn(state.variables, to_global(local_batch, mesh))
+        return np.asarray(multihost_utils.global_array_to_host_local_array(masks, mesh, P("data")))
+
+    clicks = config.model.input_kind == "context" and config.model.context_encoding == "clicks"
+    encode = encode_context_clicks if clicks else None
 
     evaluated_at = -1
     loop_evals = LoopEvaluators(config, model, workdir, writer, primary)
@@ -288,11 +321,17 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
     # on the calling thread, so a step's block is freed before the next step is dispatched
     # (`host_memory.free_temporaries_before_return`).
     previous: tuple[int, Any] | None = None
+    passes_sum = 0  # iterative passes since the last log row
     queue_ahead = jax.default_backend() != "cpu"
     try:
         for step in range(start_step + 1, end_step + 1):
             # Copy out of grain's shared-memory buffers so they are released right away.
-            batch = to_global({k: np.array(v) for k, v in next(train_iter).items()}, mesh)
+            batch = {k: np.array(v) for k, v in next(train_iter).items()}
+            if iterative.prob > 0:  # seeded by step: a resumed run draws the same rounds
+                rng = np.random.default_rng([config.seed, step, jax.process_index()])
+                batch, passes = iterate_batch(batch, own_masks, rng, iterative, encode)
+                passes_sum += passes
+            batch = to_global(batch, mesh)
             if step == start_step + 1:
                 # Compile before the first call (jit reuses the executable) and hand the
                 # compiler's freed heap back first: the peak RSS is then the larger of compile
@@ -328,8 +367,14 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
                         "lr": schedule(step - 1),
                         "steps_per_s": rate,
                         "images_per_s": rate * config.batch_size,
+                        **(
+                            {"iterative_passes": passes_sum / max(step - timer_step, 1)}
+                            if iterative.prob > 0
+                            else {}
+                        ),
                     },
                 )
+                passes_sum = 0
                 timer, timer_step = time.perf_counter(), step
                 release_freed_memory()  # after the step's compile and between evaluations
             checkpointing.save(manager, step, state, train_iter, force=step == end_step)

@@ -34,7 +34,7 @@ def decode_segmentation(segmentation, height: int, width: int) -> np.ndarray:
 
 def _decode(segmentation, height: int, width: int) -> np.ndarray:
     if isinstance(segmentation, list):
-        polygons = [p for p in segmentation if len(p) >= 6]
+        polygons = [_checked_polygon(p, height, width) for p in segmentation if len(p) >= 6]
         if not polygons:
             return np.zeros((height, width), np.uint8)
         rle = mask_utils.merge(mask_utils.frPyObjects(polygons, height, width))
@@ -49,6 +49,18 @@ def _decode(segmentation, height: int, width: int) -> np.ndarray:
             f"segmentation: expected a polygon list or an RLE dict, got {segmentation!r:.80}"
         )
     return np.ascontiguousarray(mask_utils.decode(rle), dtype=np.uint8)
+
+
+def _checked_polygon(polygon, height: int, width: int) -> list[float]:
+    """A polygon's coordinates as floats, clipped to one pixel around the image (pycocotools
+    grows without bound on huge or NaN vertices); ValueError on a NaN or infinite one."""
+    values = np.asarray(polygon, np.float64)
+    if values.ndim != 1 or not np.all(np.isfinite(values)):
+        raise ValueError(f"segmentation: polygon with a NaN, infinite or nested value: "
+                         f"{polygon!r:.60}")  # fmt: skip
+    xy = values[: values.size // 2 * 2].reshape(-1, 2)
+    xy = np.clip(xy, -1.0, (width + 1.0, height + 1.0))
+    return xy.ravel().tolist()
 
 
 @dataclasses.dataclass(frozen=True)

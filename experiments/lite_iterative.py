@@ -1,0 +1,43 @@
+"""The shipped default: DIG dataAug on EfficientNet-Lite0, trained on every real source with
+iterative sampling (the model's own masks as previous masks, `dig_jax.train.iterative`).
+
+`offline` fine-tunes `checkpoints/lite_dataaug_offline.digjax` (9000 steps on coco_mval +
+BSDS500 + procedural scenes) on coco_mval 9/10, BSDS500 regions, Clothing Co-Parsing 9/10,
+CamVid train, feral cats train and procedural scenes (docs/data.md), with half of the batches
+run through the current model 1-3 times first. Validation: the held-out slice of each real
+source. Variants: offline, demo (default: procedural scenes, a few minutes), tiny (tests).
+"""
+
+from __future__ import annotations
+
+import ml_collections
+
+from dig_jax.paths import CHECKPOINT_DIR
+from dig_jax.train.config import base_config, with_lite_backbone
+
+TRAIN_SOURCES = (
+    "coco_mval%train",
+    "bsds500_regions",
+    "clothing_co_parsing%train",
+    "camvid/train",
+    "feral_cats/train",
+    "procedural:1000",
+)
+HELD_OUT = ("coco_mval%val", "clothing_co_parsing%val", "camvid/val", "feral_cats/valid")
+
+
+def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
+    config = with_lite_backbone(base_config(arg or "demo"))
+    config.data.multi_region_prob = 0.2
+    config.iterative.prob = 0.5
+    if config.variant == "offline":
+        config.init_from = str(CHECKPOINT_DIR / "lite_dataaug_offline.digjax")
+        config.data.sources = TRAIN_SOURCES
+        config.data.val_sources = HELD_OUT
+        config.total_steps = 6000
+        config.optim.lr = 5e-4
+        config.optim.warmup_steps = 200
+        config.evals.dig.datasets = HELD_OUT
+        config.evals.nog.datasets = HELD_OUT
+        config.evals.nog.kinds = ("click", "tight_lasso", "mixed")
+    return config

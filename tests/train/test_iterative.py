@@ -1,0 +1,134 @@
+"""Iterative training: the next interaction on the model's own mask, hand-made cases, and the
+loop with it (and with `init_from`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from dig_jax.data.regions import VOID
+from dig_jax.gestures.types import Context, GestureKind
+from dig_jax.train.__main__ import load_config
+from dig_jax.train.config import validate_config
+from dig_jax.train.iterative import IterativeConfig, iterate_batch, next_interaction
+from dig_jax.train.train import train
+
+ROOT = Path(__file__).resolve().parents[2]
+S = 48
+
+
+def _batch(n: int = 2) -> dict[str, np.ndarray]:
+    region = np.zeros((S, S), np.uint8)
+    region[8:40, 8:40] = 1
+    zeros = np.zeros((n, S, S), np.uint8)
+    return {
+        "image": np.zeros((n, S, S, 3), np.uint8),
+        "gesture": zeros.copy(), "distance": np.full((n, S, S), 255, np.uint8),
+        "prev_mask": zeros.copy(), "target": np.repeat(region[None], n, 0),
+        "region": np.repeat(region[None], n, 0), "local": np.repeat(region[None], n, 0),
+        "void": zeros.copy(), "gesture_kind": np.zeros(n, np.int32),
+        "context": np.ones(n, np.int32), "has_prev": np.zeros(n, bool),
+    }  # fmt: skip
+
+
+def _prediction() -> np.ndarray:
+    """The region missing its bottom-right quadrant (256 px) with a 6x6 blob outside (36 px)."""
+    pred = np.zeros((S, S), np.uint8)
+    pred[8:40, 8:40] = 1
+    pred[24:40, 24:40] = 0
+    pred[1:7, 41:47] = 1
+    return pred
+
+
+def test_the_next_click_aims_at_an_error_and_the_target_corrects_only_it():
+    batch = _batch(1)
+    pred = _prediction()[None]
+    config = IterativeConfig(prob=1.0, min_area=50, kinds=(int(GestureKind.CLICK),))
+    out, changed = next_interaction(batch, pred, np.random.default_rng(0), config)
+    assert changed.tolist() == [True]
+    missing = np.zeros((S, S), bool)
+    missing[24:40, 24:40] = True  # the only error of >= 50 px: an ADD correction
+    np.testing.assert_array_equal(out["prev_mask"][0], pred[0])
+    assert out["context"][0] == Context.ADD and out["has_prev"][0]
+    assert out["gesture_kind"][0] == GestureKind.CLICK
+    rows, cols = np.nonzero(out["gesture"][0])  # a radius-5 disc centred in the error
+    assert missing[round(rows.mean()), round(cols.mean())]
+    assert out["distance"][0][out["gesture"][0] > 0].max() == 0
+    np.testing.assert_array_equal(out["local"][0], pred[0] | missing)
+    expected = (pred[0] | missing).astype(np.uint8)
+    expected[1:7, 41:47] = VOID  # the other error is left as it was: void in the target
+    np.testing.assert_array_equal(out["target"][0], expected)
+    np.testing.assert_array_equal(batch["prev_mask"], 0)  # the input is not changed
+
+
+def test_a_mask_without_error_keeps_its_interaction_and_void_is_no_error():
+    batch = _batch(2)
+    pred = batch["region"].copy()
+    batch["void"][1, 1:7, 41:47] = 1
+    pred[1, 1:7, 41:47] = 1  # extra pixels, but on void
+    out, changed = next_interaction(batch, pred, np.random.default_rng(0), IterativeConfig())
+    assert changed.tolist() == [False, False]
+    for key in batch:
+        np.testing.assert_array_equal(out[key], batch[key])
+
+
+def test_iterate_batch_is_deterministic_and_off_at_prob_zero():
+    batch = _batch(2)
+    calls = []
+
+    def predict(b):
+        calls.append(1)
+        return np.repeat(_prediction()[None], len(b["image"]), 0)
+
+    config = IterativeConfig(prob=1.0, max_steps=3)
+    first, passes = iterate_batch(batch, predict, np.random.default_rng(5), config)
+    second, again = iterate_batch(batch, predict, np.random.default_rng(5), config)
+    assert 1 <= passes == again <= 3 and len(calls) == 2 * passes
+    for key in batch:
+        assert first[key].tobytes() == second[key].tobytes()
+    off, none = iterate_batch(batch, predict, np.random.default_rng(5), IterativeConfig(prob=0.0))
+    assert off is batch and none == 0
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [("prob", 1.5, "prob: must be in"), ("max_steps", 0, "max_steps"), ("kinds", (7,), "kinds")],
+)
+def test_bad_iterative_fields_are_named(field, value, message):
+    config = load_config(str(ROOT / "experiments" / "lite_iterative.py") + ":tiny")
+    config.iterative[field] = value
+    with pytest.raises(ValueError, match=f"config.iterative.{message}"):
+        validate_config(config)
+
+
+def test_lite_iterative_variants_validate():
+    path = ROOT / "experiments" / "lite_iterative.py"
+    for variant in ("offline", "demo", "tiny"):
+        validate_config(load_config(f"{path}:{variant}"))
+
+
+def test_loop_trains_on_own_masks_starting_from_an_exported_segmenter(tiny_checkpoint, tmp_path):
+    from tiny_models import TINY_MODEL
+
+    from dig_jax.export import load_variables
+
+    config = load_config(str(ROOT / "experiments" / "hrnet_base.py") + ":tiny")
+    config.model.update({k: tuple(v) if isinstance(v, list) else v for k, v in TINY_MODEL.items()})
+    config.init_from = str(tiny_checkpoint)
+    config.iterative.prob = 1.0
+    config.optim.lr = 1e-12  # the weights stay where init_from put them
+    config.total_steps = 2
+    config.export = False
+    result = train(config, tmp_path / "run")
+    start = jax.tree.leaves(load_variables(tiny_checkpoint)["params"])
+    end = jax.tree.leaves(jax.device_get(result.state.params))
+    for a, b in zip(start, end, strict=True):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), atol=1e-6)
+    rows = [line for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert any('"iterative_passes"' in row for row in rows)
+    config.init_from = str(tmp_path / "missing.digjax")
+    with pytest.raises(ValueError, match=r"config\.init_from must be an existing"):
+        validate_config(config)
