@@ -37,13 +37,9 @@ def _jax_setup(config: Any, device: str = "cpu"):
     import jax
 
     if device == "cpu":
-        from dig_jax.train.host_memory import (
-            free_temporaries_before_return,
-            keep_temporaries_in_heap,
-        )
+        from dig_jax.cpu import prepare_entry_point
 
-        keep_temporaries_in_heap()  # as the entry points do: only the jax-heap runner opts in
-        free_temporaries_before_return()  # as the entry points do: on jemalloc only
+        prepare_entry_point()  # as the entry points do (on jemalloc: calls on this thread)
         jax.config.update("jax_platforms", "cpu")
     elif jax.default_backend() != "gpu":
         raise RuntimeError(f"--device gpu: JAX sees no GPU ({jax.devices()})")
@@ -58,8 +54,7 @@ def _compile(jitted, *args) -> tuple[Any, float, float]:
     (on jemalloc at once while compiling, `freed_pages_returned`; then `release_freed_memory`:
     jemalloc's purge or glibc's malloc_trim), as the training loop does before its first step,
     so the first call's temporaries do not add to it in the peak RSS."""
-    from dig_jax.allocator import freed_pages_returned
-    from dig_jax.train.host_memory import release_freed_memory
+    from dig_jax.cpu import freed_pages_returned, release_freed_memory
 
     start = time.perf_counter()
     with freed_pages_returned():
@@ -112,7 +107,7 @@ def jax_train(config: Any, data: dict, iters: int, warmup: int, plain: bool = Fa
     """`dig_jax.train.train.train_step` (AdamW, donated state), compiled with the train-step
     compiler options unless `plain`."""
     jax, model = _jax_setup(config, device)
-    from dig_jax.models.xla_options import train_compiler_options
+    from dig_jax.cpu import train_compiler_options
     from dig_jax.train.state import make_optimizer
     from dig_jax.train.step import init_state, train_step
 

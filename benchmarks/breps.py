@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dig_jax.models.xla_options import train_compiler_options
+from dig_jax.cpu import train_compiler_options
 from dig_jax.robustness.breps.attack import (
     BREPS_GAMMA,
     _compiled,

@@ -4,11 +4,11 @@
 
 For every depthwise layer of the EfficientNet-Lite0 backbone at `--side` input (the shapes its
 16 blocks see, batch `--batch`), ms of the forward and of forward + both gradients for `shift`
-(`dig_jax.models.depthwise.depthwise_conv`), `native` (`native_depthwise_conv`) and, where
+(`dig_jax.cpu.depthwise.shift_depthwise_conv`), `native` (`native_depthwise_conv`) and, where
 torch is installed, torch's `channels_last` depthwise `Conv2d` on 2 threads; then the ratios
 shift / native and torch / native (> 1: native faster). All compiled in one process and timed
 interleaved round by round, median of `--iters`, on jemalloc where it is installed (as the
-entry points run: `host_memory.prepare_entry_point`). `--quick`: three small layers, 3 iterations
+entry points run: `dig_jax.cpu.prepare_entry_point`). `--quick`: three small layers, 3 iterations
 (a smoke run for `make bench`). Without a C++ compiler the native column is skipped with the
 reason.
 """
@@ -24,12 +24,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dig_jax import native
-from dig_jax.allocator import jemalloc_loaded
-from dig_jax.models.depthwise import depthwise_conv, native_depthwise_conv
+from dig_jax.cpu import native, prepare_entry_point, train_compiler_options
+from dig_jax.cpu.depthwise import native_depthwise_conv
+from dig_jax.cpu.depthwise import shift_depthwise_conv as depthwise_conv
+from dig_jax.cpu.memory import jemalloc_loaded
 from dig_jax.models.efficientnet_lite import block_specs
-from dig_jax.models.xla_options import train_compiler_options
-from dig_jax.train.host_memory import prepare_entry_point
 
 
 def lite_layers(batch: int, side: int) -> list[tuple[int, int, int, int, int]]:

@@ -10,8 +10,8 @@ Two tables, printing ms for the reference and the new lowering, and their ratio:
    gradients, and one batch-8 3x3 stride-1 layer, where it does not),
    the backward with the train-step compiler options, the forward with XLA's defaults;
 2. whole models, three variants (`variant`): before (`flax.linen.Conv`, no fusion breaks, the
-   forward with XLA's default options), with `dig_jax.models.convs.Conv` only, and now (plus
-   `dig_jax.models.materialize` at block outputs and `predict_compiler_options` for the forward):
+   forward with XLA's default options), with `dig_jax.cpu.convs.Conv` only, and now (plus
+   `dig_jax.cpu.materialize` at block outputs and `predict_compiler_options` for the forward):
    the train step (`dig_jax.train.train.train_step`, AdamW, train-step compiler options) of
    batch 8 at 256² and the inference forward of batch 1 at 512², all compiled in one process and
    timed interleaved after a warm-up; the largest loss / logit difference to 'before' is printed.
@@ -35,9 +35,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from vs_torch import model_config, uint8_batch
 
-from dig_jax.models import convs
-from dig_jax.models.materialize import fusion_breaks
-from dig_jax.models.xla_options import predict_compiler_options, train_compiler_options
+from dig_jax.cpu import convs, predict_compiler_options, train_compiler_options
+from dig_jax.cpu.materialize import fusion_breaks
 
 # (batch, side, in channels, out channels, kernel, stride)
 LAYERS = [

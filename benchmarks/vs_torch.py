@@ -13,11 +13,9 @@ the same uint8 batches (image, gesture, distance, previous mask, target) convert
 input inside the timed call on both sides. Runners: `jax` — the project's paths: forward is
 the jitted logits function of `LoadedSegmenter` (what `predict` runs on its S×S crop), the
 train step is `dig_jax.train.train.train_step` (AdamW, donated state) compiled with
-`dig_jax.models.xla_options.train_compiler_options()`, on jemalloc where it is installed, as
-the entry points run (`dig_jax.allocator`); `jax-glibc` — the same on glibc's allocator (only
-with --glibc); `jax-plain` — the train step without those options (only with --plain);
-`jax-heap` — `jax-glibc` with XLA's temporaries kept in glibc's heap between calls,
-`keep_temporaries_in_heap`'s opt-in (only with --heap); `torch` — eager NCHW; `torch-cl` —
+`dig_jax.cpu.train_compiler_options()`, on jemalloc where it is installed (`dig_jax.cpu.memory`);
+`jax-glibc` — the same on glibc's allocator (only with --glibc); `jax-plain` — the train step
+without those options (only with --plain); `torch` — eager NCHW; `torch-cl` —
 eager channels_last; `torch-cl-je` — channels_last on the same jemalloc as `jax` (where
 installed): "best torch" is the fastest of the three, "best torch on glibc" of the first two.
 Throughput is images/s from the median of `--iters` timed calls after `--warmup` calls;
@@ -26,8 +24,7 @@ whole process: JAX's includes its compiler); steady = the peak RSS during the ti
 (after compile and warm-up, freed heap memory is returned — glibc's malloc_trim, jemalloc's
 purge — and the kernel's count restarted via /proc/self/clear_refs, in both frameworks alike):
 what training holds step after step.
-Children run without glibc's huge-page tunable, as the project's command lines do by default;
-`--hugepages` starts both frameworks' children with it (`dig_jax.hugepages`, DIG_JAX_HUGEPAGES=1).
+Children get this process's environment (GLIBC_TUNABLES included), both frameworks alike.
 Interleaved by default (`run_lockstep`): every child compiles and warms up alone, then their timed
 calls alternate round by round, so the machine's speed changes (up to 2x within minutes here)
 fall on both frameworks alike; the table adds the median and range of the per-round ratios.
@@ -93,7 +90,7 @@ def rss_mib() -> float:
 def _reset_peak_rss() -> bool:
     """Return freed heap memory to the OS (glibc malloc_trim: the compiler's, torch's first
     call's) and restart the kernel's peak-RSS count (VmHWM); False where unsupported."""
-    from dig_jax.train.host_memory import release_freed_memory
+    from dig_jax.cpu import release_freed_memory
 
     _PEAK_BEFORE_RESET[0] = rss_mib()  # clear_refs also restarts ru_maxrss
     release_freed_memory()
@@ -186,33 +183,16 @@ def worker(args: argparse.Namespace) -> dict:
             "call_kernel": _CALL_KERNEL, **result}  # fmt: skip
 
 
-def child_environment(hugepages: bool) -> dict[str, str]:
-    """The environment of every child, JAX's and torch's alike: without glibc's huge-page
-    tunable (the project's default, `dig_jax.hugepages`) even where this process has it, or
-    with it for both when `hugepages`."""
-    from dig_jax.hugepages import OPT_IN, hugepage_environment
-
-    env = dict(os.environ)
-    if hugepages:
-        return hugepage_environment({**env, OPT_IN: "1"}) or env
-    kept = [t for t in env.get("GLIBC_TUNABLES", "").split(":") if t.split("=")[0] !=
-            "glibc.malloc.hugetlb"]  # fmt: skip
-    env["GLIBC_TUNABLES"] = ":".join(filter(None, kept))
-    return env
-
-
 def runner_environment(runner: str, env: dict[str, str]) -> dict[str, str]:
     """`env` for one runner's child. `jax`, `jax-plain` and `torch-cl-je` run on jemalloc where
-    it is installed, with the entry points' configuration (`dig_jax.allocator`); `jax-glibc`,
-    `jax-heap`, `torch` and `torch-cl` on glibc, as PyTorch users run it. Only `jax-heap` opts
-    in to `keep_temporaries_in_heap`."""
-    from dig_jax.allocator import SETTING, find_jemalloc, jemalloc_environment
-    from dig_jax.train.host_memory import OPT_IN
+    it is installed (`dig_jax.cpu.memory.jemalloc_environment`); `jax-glibc`, `torch` and
+    `torch-cl` on glibc, as PyTorch users run it."""
+    from dig_jax.cpu.memory import find_jemalloc, jemalloc_environment
 
-    env = {**env, OPT_IN: "1" if runner == "jax-heap" else "0"}
-    if runner in ("jax", "jax-plain", "torch-cl-je"):
-        return jemalloc_environment({**env, SETTING: "1"}, find_jemalloc()) or env
-    return {**env, SETTING: "0"}
+    library = find_jemalloc()
+    if runner in ("jax", "jax-plain", "torch-cl-je") and library is not None:
+        return jemalloc_environment(env, library)
+    return {k: v for k, v in env.items() if k not in ("LD_PRELOAD", "MALLOC_CONF")}
 
 
 def _child_command(runner: str, model: str, case: str, args: argparse.Namespace) -> list[str]:
@@ -226,7 +206,7 @@ def _child_command(runner: str, model: str, case: str, args: argparse.Namespace)
 def run_child(runner: str, model: str, case: str, args: argparse.Namespace) -> dict:
     """Run one measurement in a child process; {'error': ...} when it fails."""
     cmd = _child_command(runner, model, case, args)
-    env = runner_environment(runner, child_environment(args.hugepages))
+    env = runner_environment(runner, dict(os.environ))
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
     except subprocess.TimeoutExpired:
@@ -301,7 +281,7 @@ def run_lockstep(runners: list[str], model: str, case: str, args: argparse.Names
     timed calls interleave — round i calls each ready child once, the order rotated by i — so
     a change in the machine's speed over minutes falls on every framework alike. Each result
     gains `round_s`, its call times in round order."""
-    env = child_environment(args.hugepages)
+    env = dict(os.environ)
     children, results = {}, {}
     for runner in runners:
         child = _LockstepChild(_child_command(runner, model, case, args),
@@ -391,18 +371,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=None, help="untimed calls after the first")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads")
     parser.add_argument("--plain", action="store_true", help="also the train step without options")
-    parser.add_argument("--heap", action="store_true",
-                        help="also JAX with its temporaries kept in the heap between calls "
-                        "(DIG_JAX_HEAP_TEMPORARIES=1, the jax-heap runner)")  # fmt: skip
     parser.add_argument("--glibc", action="store_true",
                         help="also JAX on glibc's allocator (the jax-glibc runner; `jax` runs "
                         "on jemalloc where installed, as the entry points do)")  # fmt: skip
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                         help="gpu: CUDA devices of JAX and torch; device peak memory")  # fmt: skip
     parser.add_argument("--timeout", type=int, default=1800, help="s per child process")
-    parser.add_argument("--hugepages", action="store_true",
-                        help="children with glibc.malloc.hugetlb=1, both frameworks "
-                        "(DIG_JAX_HUGEPAGES=1; default: without, as the project runs)")  # fmt: skip
     parser.add_argument("--sequential", action="store_true",
                         help="each child's timed calls in one go, one child after the other "
                         "(default: interleaved round by round, see run_lockstep)")  # fmt: skip
@@ -429,19 +403,19 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"--cases: unknown {unknown}; choose from {list(cases)}")
     args.lockstep = not args.sequential
-    from dig_jax.allocator import find_jemalloc
+    from dig_jax.cpu.memory import find_jemalloc
 
     jemalloc = find_jemalloc() is not None
     runners = (["jax"] + (["jax-glibc"] if args.glibc else []) + (["jax-plain"] if args.plain
-               else []) + (["jax-heap"] if args.heap else []) + ["torch", "torch-cl"]
+               else []) + ["torch", "torch-cl"]
                + (["torch-cl-je"] if jemalloc else []))  # fmt: skip
     print(
         f"JAX vs PyTorch, {os.cpu_count()} CPU cores, torch threads {args.threads}, median of "
         f"{args.iters} calls after {args.warmup} warm-up{' (quick: tiny models)' * args.quick}"
         f"{', interleaved round by round' * args.lockstep}; "
-        f"GLIBC_TUNABLES={child_environment(args.hugepages).get('GLIBC_TUNABLES', '')!r} for both; "
+        f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '')!r} for both; "
         + (
-            "jax and torch-cl-je on jemalloc (dig_jax.allocator), torch and torch-cl on glibc"
+            "jax and torch-cl-je on jemalloc (dig_jax.cpu.memory), torch and torch-cl on glibc"
             if jemalloc
             else "jemalloc not installed: every runner on glibc"
         )

@@ -5,11 +5,12 @@ data modules hold numba kernels but are imported by everything that predicts, so
 decorator below defers numba until a kernel first runs: a process that loads a segmenter and
 runs its network never imports it (`benchmarks/vs_torch.py` measures such processes).
 
-Kernels with `cache=True` keep their machine code on disk under a key that also holds
-`sources_stamp()`, a hash of the package's numba sources. numba's own key (the kernel's
-bytecode, its file's time stamp) misses a change to a kernel it calls in another module: a
-caller loaded from the cache then runs the callee's old code (seen here: `row_runs` edited,
-`longest_contour`'s cached caller still ran the previous version and answered wrongly).
+Kernels with `cache=True` keep their machine code on disk in a folder named by
+`sources_stamp()`, a hash of the package's numba sources (`NUMBA_CACHE_DIR`, set before numba
+is imported unless the user set it). numba's own key (the kernel's bytecode, its file's time
+stamp) misses a change to a kernel it calls in another module: a caller loaded from the cache
+then runs the callee's old code (seen here: `row_runs` edited, `longest_contour`'s cached
+caller still ran the previous version and answered wrongly); a new stamp is a new folder.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,16 +38,17 @@ def sources_stamp() -> str:
     return digest.hexdigest()[:16]
 
 
-@functools.cache
-def _stamped_cache() -> type:
-    """numba's on-disk function cache, its index key extended by `sources_stamp()`."""
-    from numba.core.caching import FunctionCache
+CACHE_ROOT = Path("~/.cache/dig_jax/numba")
 
-    class StampedCache(FunctionCache):
-        def _index_key(self, sig, codegen):
-            return (*super()._index_key(sig, codegen), sources_stamp())
 
-    return StampedCache
+def _import_numba() -> Any:
+    """numba, imported with `NUMBA_CACHE_DIR` = CACHE_ROOT/<sources_stamp()> unless the user
+    set it or imported numba first (then numba's own cache folders are used)."""
+    if "numba" not in sys.modules:
+        os.environ.setdefault("NUMBA_CACHE_DIR", str(CACHE_ROOT.expanduser() / sources_stamp()))
+    import numba
+
+    return numba
 
 
 class _Lazy:
@@ -58,8 +62,7 @@ class _Lazy:
 
     @functools.cached_property
     def dispatcher(self) -> Any:
-        import numba
-
+        numba = _import_numba()
         module_globals = self.fn.__globals__
         for name in self.fn.__code__.co_names:  # kernels this one calls compile first
             callee = module_globals.get(name)
@@ -67,11 +70,7 @@ class _Lazy:
                 module_globals[name] = callee.dispatcher
             elif isinstance(callee, _NumbaGlobal):
                 module_globals[name] = callee.value
-        options = dict(self.options)
-        cache = options.pop("cache", False)
-        compiled = numba.njit(**options)(self.fn)
-        if cache:  # what numba's cache=True does (`enable_caching`), with the stamped key
-            compiled._cache = _stamped_cache()(compiled.py_func)
+        compiled = numba.njit(**self.options)(self.fn)
         module_globals[self.fn.__name__] = compiled
         return compiled
 
@@ -88,6 +87,7 @@ class _NumbaGlobal:
 
     @functools.cached_property
     def value(self) -> Any:
+        _import_numba()
         return getattr(importlib.import_module(self.module), self.name)
 
     def __call__(self, *args: Any) -> Any:

@@ -34,9 +34,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def console_main() -> int:
-    """The `dig-jax` console script: `main` after `prepare_entry_point` (huge pages and XLA's
-    temporaries kept in the heap, each where opted in: `dig_jax.train.host_memory`)."""
-    from dig_jax.train.host_memory import prepare_entry_point
+    """The `dig-jax` console script: `main` after `dig_jax.cpu.prepare_entry_point`."""
+    from dig_jax.cpu import prepare_entry_point
 
     prepare_entry_point()
     return main()

@@ -218,7 +218,7 @@ def write_results(args: argparse.Namespace, evals: dict, results: dict, skipped:
 
 
 if __name__ == "__main__":
-    from dig_jax.train.host_memory import prepare_entry_point
+    from dig_jax.cpu import prepare_entry_point
 
-    prepare_entry_point()  # huge pages, heap temporaries: where opted in (see it)
+    prepare_entry_point()  # on jemalloc: CPU calls on this thread (see it)
     sys.exit(main())

@@ -19,10 +19,9 @@ import numpy as np
 from flax import serialization
 
 from dig_jax import prompts
+from dig_jax.cpu import predict_compiler_options, release_freed_memory
 from dig_jax.gestures.types import Context, GestureKind
 from dig_jax.models.interactive import build_segmenter, context_input, gesture_input
-from dig_jax.models.xla_options import predict_compiler_options
-from dig_jax.train.host_memory import release_freed_memory
 
 MAGIC = b"DIGJAX-SEGMENTER 1\n"
 

@@ -306,14 +306,34 @@ def paste_mask(
     return np.where(changed > 0, mask, np.asarray(prev) > 0).astype(np.uint8)
 
 
+def focus_box(gesture_map: Any, mask: Any, size: int) -> ZoomBox | None:
+    """The focus pass's box: mask ∪ gesture expanded ×`EXPAND` (None for an empty mask), where
+    a second run sees an object found on a guessed box (a creation click) up close."""
+    mask = np.asarray(mask) > 0
+    bounds = _bounds(mask | (np.asarray(gesture_map) > 0)) if mask.any() else None
+    if bounds is None:
+        return None
+    x1, y1, x2, y2 = bounds
+    side = max(x2 - x1, y2 - y1) * EXPAND
+    return fit_box((x1 + x2) / 2, (y1 + y2) / 2, side, mask.shape, size)
+
+
 def zoom_sample(
-    sample: dict[str, Any], size: int, rng: np.random.Generator | None = None
+    sample: dict[str, Any],
+    size: int,
+    rng: np.random.Generator | None = None,
+    focus_prob: float = 0.0,
 ) -> dict[str, Any]:
     """The sample in its prompt's zoom crop at `size`² (`dig_jax.prompts`); with `rng`
-    (training) the box is jittered and the crop flipped left-right with probability 1/2."""
+    (training) the box is jittered and the crop flipped left-right with probability 1/2, and
+    a creation click's whole-image box is, with probability `focus_prob`, the focus pass's box
+    around its target (`focus_box` of the local GT), as the second run of `predict` sees it."""
     shape = sample["image"].shape[:2]
     prev = sample["prev_mask"] if bool(sample["has_prev"]) else None
     box = zoom_box(sample["gesture"], prev, size)
+    if rng is not None and focus_prob > 0 and prev is None and box == whole_image_box(shape):
+        if rng.random() < focus_prob:
+            box = focus_box(sample["gesture"], sample["local"], size) or box
     if rng is not None:
         box = jitter_box(box, shape, size, rng)
     out = crop_sample(sample, box, size)

@@ -30,6 +30,7 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
     config = with_lite_backbone(base_config(arg or "demo"))
     config.data.multi_region_prob = 0.2
     config.iterative.prob = 0.5
+    config.data.focus_prob = 0.5  # creation clicks cropped as the focus pass sees them
     if config.variant == "offline":
         config.init_from = str(CHECKPOINT_DIR / "lite_dataaug_offline.digjax")
         config.data.sources = TRAIN_SOURCES

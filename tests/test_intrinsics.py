@@ -1,32 +1,14 @@
-"""The LLVM-level building blocks of `dig_jax._intrinsics`: streaming clears and copies at
-every alignment, and array views of raw addresses."""
+"""The LLVM-level building blocks of `dig_jax._intrinsics`: array views of raw addresses,
+unaligned word loads and trailing-zero counts."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from dig_jax import _numba
 
-clear_streaming = _numba.intrinsic("clear_streaming")
-copy_streaming = _numba.intrinsic("copy_streaming")
 bytes_at = _numba.intrinsic("bytes_at")
 words_at = _numba.intrinsic("words_at")
-
-
-@pytest.mark.parametrize("offset", [0, 1, 31, 63])
-def test_streaming_clear_and_copy_touch_exactly_their_bytes(offset):
-    rng = np.random.default_rng(offset)
-    for n in (0, 1, 63, 64, 65, 130, 1000):
-        raw = rng.integers(1, 256, n + offset + 70).astype(np.uint8)
-        expected = raw.copy()
-        expected[offset : offset + n] = 0
-        clear_streaming(raw[offset : offset + n])
-        np.testing.assert_array_equal(raw, expected)
-        source = rng.integers(0, 256, n + 5).astype(np.uint8)[5 - offset % 5 :][:n]
-        expected[offset : offset + n] = source
-        copy_streaming(raw[offset : offset + n], source)
-        np.testing.assert_array_equal(raw, expected)
 
 
 def test_views_at_an_address_read_the_array_there():

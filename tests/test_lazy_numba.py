@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 from scipy import ndimage
@@ -44,28 +46,26 @@ def test_edt_kernel_after_lazy_compile_equals_scipy():
     np.testing.assert_array_equal(squared_edt(marked, 20), want)
 
 
-def test_cached_kernels_key_holds_the_package_sources_stamp(tmp_path, monkeypatch):
-    """A cached kernel loads from disk while the package's numba sources are unchanged and
-    recompiles when they change (a callee edited in another module: numba's own key, the
-    kernel's bytecode and file stamp, would load the caller's stale machine code)."""
-    import importlib
-
-    (tmp_path / "stamped_kernels.py").write_text(
-        "from dig_jax import _numba\n\n\n"
-        "@_numba.njit(cache=True)\ndef twice(x):\n    return 2 * x\n"
+def test_cached_kernels_live_in_a_folder_named_by_the_package_sources_stamp(tmp_path):
+    """A fresh process caches kernels under ~/.cache/dig_jax/numba/<sources stamp>: a callee
+    edited in another module changes the stamp, so no stale caller's machine code is loaded
+    (numba's own key, the kernel's bytecode and file stamp, would load it). A NUMBA_CACHE_DIR
+    the user set is kept."""
+    code = (
+        "import os\n"
+        "from dig_jax import _numba\n"
+        "from dig_jax.gestures.edt import squared_edt\n"
+        "import numpy as np\n"
+        "squared_edt(np.ones((3, 3), bool), 4)\n"
+        "print(os.environ['NUMBA_CACHE_DIR'], _numba.sources_stamp())\n"
     )
-    monkeypatch.syspath_prepend(str(tmp_path))
-
-    def fresh_call() -> tuple[int, int]:
-        sys.modules.pop("stamped_kernels", None)
-        module = importlib.import_module("stamped_kernels")
-        assert module.twice(21) == 42
-        stats = module.twice.stats  # the module's name is numba's dispatcher after the call
-        return sum(stats.cache_hits.values()), sum(stats.cache_misses.values())
-
-    assert len(_numba.sources_stamp()) == 16
-    assert fresh_call() == (0, 1)  # compiled and saved
-    assert fresh_call() == (1, 0)  # loaded
-    monkeypatch.setattr(_numba, "sources_stamp", lambda: "another-version")
-    assert fresh_call() == (0, 1)  # the sources changed: compiled again, not loaded
-    sys.modules.pop("stamped_kernels", None)
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["HOME"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    folder, stamp = out.stdout.split()
+    assert Path(folder) == tmp_path / ".cache" / "dig_jax" / "numba" / stamp
+    assert len(stamp) == 16 and any(Path(folder).rglob("*.nbi"))  # numba's cache index files
+    env["NUMBA_CACHE_DIR"] = str(tmp_path / "mine")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0 and out.stdout.split()[0] == str(tmp_path / "mine"), out.stderr

@@ -105,6 +105,8 @@ class PipelineConfig:
       (None = the photo's own size).
     max_failures: a source whose first this-many tries all fail (bad file, no usable region)
       raises NoValidSampleError (0 = skip forever).
+    focus_prob: probability that a training creation click is cropped around its target, as
+      `predict`'s focus pass sees it (`dig_jax.prompts.focus_box`), not the whole image.
     """
 
     sources: tuple = ("procedural",)
@@ -120,9 +122,10 @@ class PipelineConfig:
     kinds: tuple[int, ...] = tuple(int(k) for k in ALL_KINDS)
     max_side: int | None = 640
     max_failures: int = 200
+    focus_prob: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("prior_prob", "multi_region_prob"):
+        for name in ("prior_prob", "multi_region_prob", "focus_prob"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}: must be in [0, 1], got {getattr(self, name)}")
         if self.batch_size < 1:
@@ -268,6 +271,7 @@ class SampleTransform:
     max_side: int | None = None
     augment: bool = False
     max_failures: int = 0
+    focus_prob: float = 0.0
     token: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)
 
     def __call__(self, element: Record | DigEntry, rng: np.random.Generator) -> Sample | None:
@@ -301,7 +305,8 @@ class SampleTransform:
                 if sample is None:
                     name = element.describe or f"{element.source}:{element.image_id}"
                     return None, f"{name}: no usable region (>= 300 px)"
-            return zoom_sample(sample, self.size[0], rng if self.augment else None), ""
+            crop = zoom_sample(sample, self.size[0], rng if self.augment else None, self.focus_prob)
+            return crop, ""
         except ValueError as err:
             name = getattr(element, "describe", "") if isinstance(element, Record) else ""
             message = f"{name}: {err}" if name and name not in str(err) else str(err)
@@ -413,6 +418,7 @@ def make_dataset(
     transform = SampleTransform(
         cfg.size, cfg.prior_prob, cfg.multi_region_prob if train else 0.0, cfg.kinds,
         cfg.max_side, augment=train, max_failures=cfg.max_failures,
+        focus_prob=cfg.focus_prob if train else 0.0,
     )  # fmt: skip
     ds = ds.random_map(transform, seed=int(map_seed))
     read = grain.ReadOptions(num_threads=cfg.read_threads, prefetch_buffer_size=2 * cfg.batch_size)

@@ -24,8 +24,6 @@ import numpy as np
 
 from dig_jax import _numba
 
-_copy_streaming = _numba.intrinsic("copy_streaming")
-_clear_streaming = _numba.intrinsic("clear_streaming")
 _FEW_ROWS = 32.0  # px of vertical extent up to which a gesture is marked in place
 
 
@@ -253,7 +251,6 @@ def mark_gestures(maps, points, starts, one_point, closed, radius, piece, edge_e
     """
     h, w = maps.shape[1], maps.shape[2]
     scratch = np.zeros((h, w), np.uint8)
-    flat = scratch.reshape(-1)
     for i in range(maps.shape[0]):
         gesture = points[starts[i] : starts[i + 1]]
         out = maps[i]
@@ -263,11 +260,11 @@ def mark_gestures(maps, points, starts, one_point, closed, radius, piece, edge_e
         for k in range(gesture.shape[0]):
             top, bottom = min(top, gesture[k, 1]), max(bottom, gesture[k, 1])
         if bottom - top <= _FEW_ROWS:
-            _clear_streaming(out.reshape(-1))
+            out[:, :] = 0
             mark_gesture(out, gesture, one_point[i], closed[i], radius, piece, edge_eps)
             continue
         first, stop = mark_gesture(scratch, gesture, one_point[i], closed[i], radius, piece,
                                    edge_eps)  # fmt: skip
-        _copy_streaming(out.reshape(-1), flat)
+        out[:, :] = scratch
         if stop > first:
             scratch[first:stop, :] = 0

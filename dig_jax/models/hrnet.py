@@ -15,9 +15,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from dig_jax.models.batchnorm import BatchNorm, relu
-from dig_jax.models.convs import Conv
-from dig_jax.models.materialize import materialize
+from dig_jax.cpu import BatchNorm, Conv, materialize, relu
 
 BN_MOMENTUM = 0.9
 BN_EPSILON = 1e-5
@@ -31,7 +29,7 @@ def resize_to(x: jax.Array, height: int, width: int) -> jax.Array:
 
 
 class ConvBN(nn.Module):
-    """Conv (no bias) + BatchNorm + optional ReLU (fused: `dig_jax.models.batchnorm`)."""
+    """Conv (no bias) + BatchNorm + optional ReLU (fused: `dig_jax.cpu.batchnorm`)."""
 
     features: int
     kernel: int = 3

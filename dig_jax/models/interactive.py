@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dig_jax.models.convs import Conv
+from dig_jax.cpu import Conv
 from dig_jax.models.efficientnet_lite import (
     RGB_MEAN,
     STEM_WIDTH,
@@ -149,7 +149,6 @@ class Segmenter(nn.Module):
     blocks: int = 2
     stage_modules: tuple[int, ...] = (1, 3, 2)
     head_width: int = 96
-    depthwise_impl: str = "auto"
     fine_head: bool = False
     multihead: bool = False
     aux_reduce: int = 48
@@ -168,7 +167,7 @@ class Segmenter(nn.Module):
             )(jnp.concatenate([rgb, maps], axis=-1), train)
             logits, top = FusionHead(self.head_width)(features, train)
         elif self.backbone == "efficientnet_lite0":
-            features = EfficientNetLite(self.depthwise_impl, self.fine_head, name="backbone")(
+            features = EfficientNetLite(self.fine_head, name="backbone")(
                 rgb, train, stem_extra=PromptStem(name="prompt_stem")(maps)
             )
             fine, features = (features[0], features[1:]) if self.fine_head else (None, features)
@@ -195,7 +194,6 @@ def build_segmenter(model_config: Any) -> Segmenter:
     return Segmenter(
         in_channels=INPUT_CHANNELS[input_kind],
         backbone=model_config.get("backbone", "hrnet18s"),
-        depthwise_impl=model_config.get("depthwise_impl", "auto"),
         fine_head=bool(model_config.get("fine_head", False)),
         widths=tuple(model_config.widths),
         stem_width=model_config.stem_width,

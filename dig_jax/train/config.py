@@ -60,9 +60,6 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     c.batch_size = {"paper": 32, "offline": 8, "demo": 8, "tiny": 4}[variant]
     c.total_steps = {"paper": 15 * 30_000 // 32, "offline": 3500, "demo": 3000, "tiny": 4}[variant]
     c.log_every = {"paper": 100, "offline": 50, "demo": 25, "tiny": 1}[variant]
-    # CPU only: compile the train step without YNNPACK convolutions (`models.xla_options`;
-    # 1.3-1.4x the HRNet-18s train step in benchmarks/vs_torch.py). Other backends: no change.
-    c.train_xla_options = True
 
     backbone = {
         "paper": FULL_BACKBONE,
@@ -78,7 +75,6 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     c.model.multihead = False
     c.model.backbone = "hrnet18s"  # or "efficientnet_lite0" (`with_lite_backbone`)
     c.model.pretrained = ""  # "imagenet" or a weights path (EfficientNet-Lite0 only)
-    c.model.depthwise_impl = "auto"  # EfficientNet depthwise convs: auto | native | shift | xla
     c.model.fine_head = False  # EfficientNet: stride-2 boundary refinement of the logits
     small = variant in ("demo", "tiny")
     c.model.aux_reduce = 4 if variant == "tiny" else (16 if small else 48)
@@ -260,9 +256,6 @@ def validate_config(c: ml_collections.ConfigDict, num_devices: int | None = None
     backbones = ("hrnet18s", "efficientnet_lite0")
     backbone = m.get("backbone", "hrnet18s")
     _check(backbone in backbones, "model.backbone", f"must be one of {backbones}", backbone)
-    impl = m.get("depthwise_impl", "auto")
-    impls = ("auto", "native", "shift", "xla")
-    _check(impl in impls, "model.depthwise_impl", f"must be one of {impls}", impl)
     pretrained = m.get("pretrained", "")
     _check(
         not pretrained or backbone == "efficientnet_lite0",

@@ -15,7 +15,7 @@ from typing import Any
 
 import jax
 
-from dig_jax.models.xla_options import predict_compiler_options
+from dig_jax.cpu import predict_compiler_options
 from dig_jax.outputs import write_text_atomic
 
 

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from dig_jax import cpu
 from dig_jax.models.interactive import batch_to_input
 from dig_jax.train.losses import total_loss
 from dig_jax.train.state import TrainState
@@ -24,7 +25,13 @@ def init_state(model: Any, tx: optax.GradientTransformation, input_shape: tuple,
 
 
 def train_step(state: TrainState, batch: dict, *, model, input_kind: str, loss_config) -> tuple:
-    """One AdamW step on a global batch; returns (new state, scalar metrics)."""
+    """One AdamW step on a global batch; returns (new state, scalar metrics). Traced in
+    `cpu.reverse_mode_only()`: the CPU lowerings' custom VJPs apply to it."""
+    with cpu.reverse_mode_only():
+        return _train_step(state, batch, model, input_kind, loss_config)
+
+
+def _train_step(state: TrainState, batch: dict, model, input_kind: str, loss_config) -> tuple:
     x = batch_to_input(batch, input_kind)
 
     def loss_fn(params):

@@ -28,7 +28,13 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from tqdm.auto import tqdm
 
-from dig_jax.allocator import freed_pages_returned
+from dig_jax.cpu import (
+    freed_pages_returned,
+    init_compiler_options,
+    predict_compiler_options,
+    release_freed_memory,
+    train_compiler_options,
+)
 from dig_jax.evaluation.scores import format_rice_table, score_batch, summarize_scores
 from dig_jax.models.interactive import (
     batch_to_input,
@@ -36,15 +42,9 @@ from dig_jax.models.interactive import (
     encode_context_clicks,
     pretrained_variables,
 )
-from dig_jax.models.xla_options import (
-    init_compiler_options,
-    predict_compiler_options,
-    train_compiler_options,
-)
 from dig_jax.train import checkpointing
 from dig_jax.train.config import validate_config
 from dig_jax.train.evals import LoopEvaluators
-from dig_jax.train.host_memory import release_freed_memory
 from dig_jax.train.input_pipeline import make_eval_batches, make_train_iterator
 from dig_jax.train.iterative import IterativeConfig, iterate_batch
 from dig_jax.train.state import TrainState, make_optimizer, make_schedule, with_pretrained
@@ -254,17 +254,13 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
         in_shardings=(state_sharding, data_sharding),
         out_shardings=(state_sharding, replicated),
         donate_argnums=0,
-        compiler_options=(train_compiler_options() or None)
-        if config.get("train_xla_options")
-        else None,
+        compiler_options=train_compiler_options() or None,
     )
     eval_fn = jax.jit(
         functools.partial(eval_step, model=model, input_kind=config.model.input_kind),
         in_shardings=(replicated, data_sharding),
         out_shardings=replicated,
-        compiler_options=(predict_compiler_options() or None)
-        if config.get("train_xla_options")
-        else None,
+        compiler_options=predict_compiler_options() or None,
     )
 
     iterative = IterativeConfig.from_config(config)
@@ -272,6 +268,7 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
         functools.partial(predicted_masks, model=model, input_kind=config.model.input_kind),
         in_shardings=(replicated, data_sharding),
         out_shardings=data_sharding,
+        compiler_options=predict_compiler_options() or None,
     )
 
     def own_masks(local_batch: dict) -> np.ndarray:
@@ -315,11 +312,11 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
     # idles; at log, eval and checkpoint steps it is read at once, so a NaN state is never
     # saved. On CPU it is read at once every step: XLA allocates a step's temporaries (one
     # block, 760 MiB for Lite at 224²) when the step is dispatched, so a step queued behind a
-    # running one holds a second block, and under a caching allocator (`dig_jax.allocator`)
+    # running one holds a second block, and under a caching allocator (`dig_jax.cpu.memory`)
     # both stay resident: Lite training on tcmalloc held 2532 MiB with steps queued, 1823
-    # with each step awaited (README, Speed). On jemalloc the entry points also run CPU calls
+    # with each step awaited (docs/speed.md). On jemalloc the entry points also run CPU calls
     # on the calling thread, so a step's block is freed before the next step is dispatched
-    # (`host_memory.free_temporaries_before_return`).
+    # (`dig_jax.cpu.prepare_entry_point`).
     previous: tuple[int, Any] | None = None
     passes_sum = 0  # iterative passes since the last log row
     queue_ahead = jax.default_backend() != "cpu"

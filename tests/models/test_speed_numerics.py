@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from dig_jax.cpu import init_compiler_options
 from dig_jax.models.interactive import build_segmenter
-from dig_jax.models.xla_options import init_compiler_options
 from dig_jax.train.config import base_config, with_lite_backbone
 from dig_jax.train.losses import total_loss
 from dig_jax.train.train import init_state

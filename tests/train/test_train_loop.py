@@ -14,8 +14,8 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import dig_jax
+from dig_jax.cpu import init_compiler_options
 from dig_jax.models.interactive import build_segmenter
-from dig_jax.models.xla_options import init_compiler_options
 from dig_jax.train import checkpointing
 from dig_jax.train.__main__ import load_config, main, parse_flags
 from dig_jax.train.config import validate_config

@@ -24,8 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dig_jax.cpu import train_compiler_options
 from dig_jax.metrics import VOID, tight_box
-from dig_jax.models.xla_options import train_compiler_options
 from dig_jax.robustness.breps.prior import BREPS_GAMMA, GammaParams, realism_logpdf
 from dig_jax.robustness.breps.search import HostSearch, SearchSetup, adam_search
 

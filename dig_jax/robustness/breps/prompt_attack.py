@@ -25,10 +25,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dig_jax.cpu import train_compiler_options
 from dig_jax.gestures.types import BRUSH_RADIUS, Gesture, GestureKind
 from dig_jax.metrics import tight_box
 from dig_jax.metrics.breps import breps_metrics
-from dig_jax.models.xla_options import train_compiler_options
 from dig_jax.robustness.breps.attack import (
     PredictLogits,
     attack_lr,

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from dig_jax import cpu
 from dig_jax.metrics import iou
 
 # params -> (loss, (logits f32[H, W], shown)); `shown` is what the model saw (a box, points).
@@ -43,7 +44,8 @@ def _step(setup: SearchSetup, carry: Any) -> tuple[Any, tuple[Any, jax.Array, ja
     """One Adam step from carry (params, adam state): new carry, (shown, hard IoU, loss)."""
     params, state = carry
     grad_fn = jax.value_and_grad(setup.objective, has_aux=True)
-    (loss, (logits, shown)), grad = grad_fn(params)
+    with cpu.reverse_mode_only():  # the gradient is only ever taken in reverse mode
+        (loss, (logits, shown)), grad = grad_fn(params)
     grad = jax.tree.map(lambda g: jnp.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0), grad)
     updates, state = _ADAM.update(grad, state)
     params = setup.project(jax.tree.map(lambda p, u: p - setup.lr * u, params, updates))

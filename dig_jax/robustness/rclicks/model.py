@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
-from dig_jax.models.convs import Conv
+from dig_jax.cpu import Conv
 from dig_jax.robustness.rclicks.maps import as_mask, check_image, normalize
 
 MAGIC = b"DIGJAX-CLICKABILITY 1\n"

@@ -28,6 +28,7 @@ import optax
 from scipy import ndimage
 from tqdm.auto import tqdm
 
+from dig_jax import cpu
 from dig_jax.robustness.rclicks.maps import as_mask, normalize
 from dig_jax.robustness.rclicks.model import (
     DEFAULT_FEATURES,
@@ -228,7 +229,8 @@ def clickability_step(
             f = jax.random.bernoulli(k_flip, 0.5, (batch_size,))
             x = jnp.where(f[:, None, None, None], x[:, :, ::-1], x)
             t = jnp.where(f[:, None, None], t[:, :, ::-1], t)
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, t)
+        with cpu.reverse_mode_only():
+            loss, grads = jax.value_and_grad(loss_fn)(params, x, t)
         updates, opt_state = tx.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), loss
 

@@ -5,14 +5,14 @@ train step its convolutions are the slow part: YNNPACK runs each weight gradient
 convolution over transposed copies of both operands; with YNNPACK kept for dots and reductions
 only, the HRNet-18s train step ran 1.3-1.4x faster on the 2-core CPU (`benchmarks/vs_torch.py
 --plain`; the Lite model's comparisons were noisier, mostly faster). Once the 1x1 convolutions
-became matrix products (`dig_jax.models.convs`), keeping YNNPACK for reductions only was faster
+became matrix products (`dig_jax.cpu.convs`), keeping YNNPACK for reductions only was faster
 again: train steps (batch 8 at 256², one process, 5 interleaved calls) HRNet-18s 871 -> 820 ms,
 the Lite segmenter 601 -> 575 and 621 -> 581 ms; forward passes equal or faster in all five
 cases measured (Lite at 224² 9.5 -> 8.5 ms). The training loop passes the
-dict as `jax.jit(..., compiler_options=train_compiler_options())` (`config.train_xla_options`).
+dict as `jax.jit(..., compiler_options=train_compiler_options())`.
 
 Inference uses the same options (`predict_compiler_options`): with the 1x1 convolutions as
-matrix products (`dig_jax.models.convs`), XLA's own convolutions beat YNNPACK's in the forward
+matrix products (`dig_jax.cpu.convs`), XLA's own convolutions beat YNNPACK's in the forward
 pass too — the shipped Lite checkpoint at its 224² working size 10.5 -> 8.4 ms per prediction,
 the HRNet one at 160² 12.0 -> 10.5 ms, the Lite0 segmenter at batch 8 x 256² 1.27x; HRNet-18s
 at batch 1 x 512² was the one case on par (149 vs 155 ms). Other backends get {} (no change).
@@ -34,7 +34,7 @@ may round differently; the two models above had the same bits in every leaf, a s
 
 from __future__ import annotations
 
-import jax
+from dig_jax.cpu import switch
 
 # YNNPACK fusions for reductions only (XLA's default list also holds
 # LIBRARY_FUSION_TYPE_INDIVIDUAL_CONVOLUTION and LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT).
@@ -51,14 +51,14 @@ CPU_INIT_OPTIONS = {"xla_backend_optimization_level": 1}
 
 def init_compiler_options(backend: str | None = None) -> dict[str, int]:
     """Compiler options for a model's (and optimizer's) initialisation on `backend`."""
-    return dict(CPU_INIT_OPTIONS) if (backend or jax.default_backend()) == "cpu" else {}
+    return dict(CPU_INIT_OPTIONS) if switch.active(backend) else {}
 
 
 def train_compiler_options(backend: str | None = None) -> dict[str, str | bool]:
     """Compiler options for a train step on `backend` (default: JAX's default backend)."""
-    return dict(CPU_TRAIN_OPTIONS) if (backend or jax.default_backend()) == "cpu" else {}
+    return dict(CPU_TRAIN_OPTIONS) if switch.active(backend) else {}
 
 
 def predict_compiler_options(backend: str | None = None) -> dict[str, str | bool]:
     """Compiler options for inference (forward passes) on `backend`."""
-    return dict(CPU_PREDICT_OPTIONS) if (backend or jax.default_backend()) == "cpu" else {}
+    return dict(CPU_PREDICT_OPTIONS) if switch.active(backend) else {}

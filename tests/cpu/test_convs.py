@@ -1,8 +1,8 @@
-"""`dig_jax.models.convs.Conv` equals `flax.linen.Conv`: same parameters, same outputs and
+"""`dig_jax.cpu.convs.Conv` equals `flax.linen.Conv`: same parameters, same outputs and
 gradients (to float rounding) on the lowerings it replaces, and the plain path elsewhere.
 
-The XLA lowerings are tested with the native 3x3 forward pass off (`xla_lowerings`, autouse);
-the native kernel's own tests turn it back on."""
+The XLA lowerings are tested with the switch at "auto" (`xla_lowerings`, autouse: no C++
+kernels); the native kernel's own tests set DIG_JAX_CPU=native."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dig_jax import native
-from dig_jax.models import convs
-from dig_jax.models.convs import (
+from dig_jax.cpu import convs, native, switch
+from dig_jax.cpu.convs import (
     SMALL_BATCH,
     WIDE_INPUT,
     Conv,
@@ -33,14 +32,19 @@ from dig_jax.models.convs import (
 )
 
 needs_native = pytest.mark.skipif(
-    not native.load_kernels(), reason="no C++ compiler here: dig_jax.native did not build"
+    not native.load_kernels(), reason="no C++ compiler here: dig_jax.cpu.native did not build"
 )
 
 
 @pytest.fixture(autouse=True)
 def xla_lowerings(monkeypatch):
-    """The XLA lowerings under test, not the native forward pass that replaces them on CPU."""
-    monkeypatch.setattr(convs, "NATIVE_FORWARD", False)
+    """The XLA lowerings under test, not the native forward pass (DIG_JAX_CPU=native)."""
+    monkeypatch.setenv(switch.SWITCH_ENV, "auto")
+
+
+@pytest.fixture
+def native_on(monkeypatch):
+    monkeypatch.setenv(switch.SWITCH_ENV, "native")
 
 
 def _lax_stride2(x, kernel):
@@ -170,10 +174,13 @@ def test_wide_input_layers_take_the_product_and_match_xla(monkeypatch, stride):
     assert len(taken) == 1
 
 
-def test_small_batch_lowering_only_on_cpu(monkeypatch):
+def test_small_batch_lowering_only_on_cpu_with_the_switch_on(monkeypatch):
     x = jnp.zeros((1, 6, 6, 3))
     assert Conv(4, (3, 3))._lowering(x) == "stride1"
-    monkeypatch.setattr(convs.jax, "default_backend", lambda: "gpu")
+    monkeypatch.setenv(switch.SWITCH_ENV, "0")
+    assert Conv(4, (3, 3))._lowering(x) == "flax"
+    monkeypatch.setenv(switch.SWITCH_ENV, "auto")
+    monkeypatch.setattr(switch.jax, "default_backend", lambda: "gpu")
     assert Conv(4, (3, 3))._lowering(x) == "flax"
 
 
@@ -241,9 +248,14 @@ def test_conv_matches_flax_conv(lowering, attrs, shape):
     def loss(module, variables, x):
         return jnp.sum(jnp.sin(module.apply(variables, x)))
 
-    grads = [jax.grad(loss, (1, 2))(m, variables, x) for m in (ours, theirs)]
+    with switch.reverse_mode_only():  # the custom VJPs of the lowerings
+        grads = [jax.grad(loss, (1, 2))(m, variables, x) for m in (ours, theirs)]
     for got, want in zip(jax.tree.leaves(grads[0]), jax.tree.leaves(grads[1]), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    tangent = rng.normal(size=shape).astype(np.float32)  # forward mode, outside that block
+    got = jax.jvp(lambda a: ours.apply(variables, a), (x,), (tangent,))[1]
+    want = jax.jvp(lambda a: theirs.apply(variables, a), (x,), (tangent,))[1]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 def test_conv_keeps_flax_names_inside_a_model():
@@ -337,23 +349,28 @@ def test_native_vmaps_over_images_and_kernels():
 
 
 @needs_native
-def test_conv_module_takes_the_native_forward_on_cpu_only(monkeypatch):
-    monkeypatch.setattr(convs, "NATIVE_FORWARD", True)
+def test_conv_module_takes_the_native_forward_on_cpu_only(monkeypatch, native_on):
     x = jnp.zeros((SMALL_BATCH + 1, 6, 5, 3))
     assert Conv(4, (3, 3))._lowering(x) == "native1"
     assert Conv(4, (3, 3), strides=2)._lowering(x) == "native2"
     assert Conv(4, (3, 3), dtype=jnp.bfloat16)._lowering(x) == "flax"  # float32 only
     assert Conv(4, (3, 3), padding="VALID")._lowering(x) == "flax"
     assert Conv(4, (1, 1))._lowering(x) == "pointwise"
-    monkeypatch.setattr(convs.jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(switch.jax, "default_backend", lambda: "gpu")
     assert Conv(4, (3, 3))._lowering(x) == "flax"
-    monkeypatch.setattr(convs.jax, "default_backend", lambda: "cpu")
+    monkeypatch.setattr(switch.jax, "default_backend", lambda: "cpu")
     variables = nn.Conv(4, (3, 3), strides=2).init(jax.random.key(0), x)
     x = jax.random.normal(jax.random.key(1), x.shape)
+    ours, theirs = Conv(4, (3, 3), strides=2), nn.Conv(4, (3, 3), strides=2)
     np.testing.assert_allclose(
-        Conv(4, (3, 3), strides=2).apply(variables, x),
-        nn.Conv(4, (3, 3), strides=2).apply(variables, x), rtol=1e-5, atol=1e-5,
-    )  # fmt: skip
+        ours.apply(variables, x), theirs.apply(variables, x), rtol=1e-5, atol=1e-5
+    )
+    # Outside reverse-mode-only traces the native forward pass has forward-mode derivatives.
+    tangent = jax.random.normal(jax.random.key(2), x.shape)
+    got = jax.jvp(lambda a: ours.apply(variables, a), (x,), (tangent,))
+    want = jax.jvp(lambda a: theirs.apply(variables, a), (x,), (tangent,))
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
 
 
 @needs_native

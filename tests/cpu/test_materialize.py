@@ -8,7 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dig_jax.models.materialize import fusion_breaks, materialize
+from dig_jax.cpu import switch
+from dig_jax.cpu.materialize import fusion_breaks, materialize
 
 
 def _has_cond(x) -> bool:
@@ -39,9 +40,12 @@ def test_gradient_is_identity_and_vmap_keeps_values():
     np.testing.assert_array_equal(jax.vmap(materialize)(x), x)
 
 
-def test_traced_as_a_conditional_only_when_enabled():
+def test_traced_as_a_conditional_only_when_enabled(monkeypatch):
     x = jnp.ones((2, 3))
+    monkeypatch.setenv(switch.SWITCH_ENV, "auto")
     assert _has_cond(x) == (jax.default_backend() == "cpu")
     with fusion_breaks(False):
         assert not _has_cond(x)
     assert _has_cond(x) == (jax.default_backend() == "cpu")
+    monkeypatch.setenv(switch.SWITCH_ENV, "0")
+    assert not _has_cond(x)

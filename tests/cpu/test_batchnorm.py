@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from jax.test_util import check_grads
 
-from dig_jax.models.batchnorm import BatchNorm, batch_norm_train
+from dig_jax.cpu import switch
+from dig_jax.cpu.batchnorm import BatchNorm, batch_norm_train
 
 
 class FlaxBN(nn.Module):
@@ -38,8 +39,11 @@ def _inputs(seed: int = 0):
     return x, jnp.asarray(rng.normal(size=x.shape), jnp.float32)
 
 
+@pytest.mark.parametrize("lean", [True, False], ids=["reverse-mode-only", "plain"])
 @pytest.mark.parametrize("relu", [False, True])
-def test_same_values_statistics_and_gradients_as_flax(relu):
+def test_same_values_statistics_and_gradients_as_flax(relu, lean):
+    """With the custom VJPs (a reverse-mode-only trace) and without (plain differentiable ops,
+    also what forward mode sees)."""
     x, weights = _inputs()
     ref, new = FlaxBN(relu, True), FusedBN(relu, True)
     variables = ref.init(jax.random.key(0), x)
@@ -55,9 +59,14 @@ def test_same_values_statistics_and_gradients_as_flax(relu):
 
     results = []
     for module in (ref, new):
-        (_, (y, stats)), grads = jax.value_and_grad(
+        grad_fn = jax.value_and_grad(
             lambda p, x, m=module: loss(m, p, x), argnums=(0, 1), has_aux=True
-        )(params, x)
+        )
+        if lean:
+            with switch.reverse_mode_only():
+                (_, (y, stats)), grads = grad_fn(params, x)
+        else:
+            (_, (y, stats)), grads = grad_fn(params, x)
         results.append((y, stats, grads))
     (y0, s0, g0), (y1, s1, g1) = results
     np.testing.assert_allclose(y1, y0, rtol=1e-5, atol=1e-5)
@@ -83,7 +92,7 @@ def test_custom_vjp_matches_finite_differences_through_every_output(relu):
 
     check_grads(f, (x, scale, bias), order=1, modes=("rev",), atol=5e-2, rtol=5e-2, eps=1e-2)
     # Against JAX differentiating the same forward arithmetic.
-    from dig_jax.models.batchnorm import _forward
+    from dig_jax.cpu.batchnorm import _forward
 
     def g(x, scale, bias):
         y, mean, var = _forward(x, scale, bias, 1e-5, relu)
@@ -95,10 +104,12 @@ def test_custom_vjp_matches_finite_differences_through_every_output(relu):
 
 
 def test_relu_keeps_values_and_gradients_of_nn_relu():
-    from dig_jax.models.batchnorm import relu
+    from dig_jax.cpu.batchnorm import relu
 
     x = jnp.asarray([-2.0, -0.0, 0.0, 1e-30, 3.0, np.inf, -np.inf])
     np.testing.assert_array_equal(relu(x), nn.relu(x))
     w = jnp.arange(1.0, 8.0)
-    np.testing.assert_array_equal(jax.grad(lambda v: jnp.sum(relu(v) * w))(x),
-                                  jax.grad(lambda v: jnp.sum(nn.relu(v) * w))(x))  # fmt: skip
+    want = jax.grad(lambda v: jnp.sum(nn.relu(v) * w))(x)
+    np.testing.assert_array_equal(jax.grad(lambda v: jnp.sum(relu(v) * w))(x), want)
+    with switch.reverse_mode_only():  # the lean backward pass
+        np.testing.assert_array_equal(jax.grad(lambda v: jnp.sum(relu(v) * w))(x), want)

@@ -1,17 +1,16 @@
 """CPU kernels XLA lacks, as XLA FFI custom calls built from C++ on first use.
 
-`depthwise.cc` holds the depthwise convolution (forward, input and kernel gradients) that
-`dig_jax.models.depthwise` calls on CPU; `conv.cc` the dense 3x3 convolution's forward pass
-and kernel gradient that `dig_jax.models.convs` calls on CPU (the forward pass also serves
-the stride-1 input gradient).
+Used only with `DIG_JAX_CPU=native` (`dig_jax.cpu.switch`). `depthwise.cc` holds the depthwise
+convolution (forward, input and kernel gradients) that `dig_jax.cpu.depthwise` calls;
+`conv.cc` the dense 3x3 convolution's forward pass and kernel gradient that
+`dig_jax.cpu.convs` calls (the forward pass also serves the stride-1 input gradient).
 The sources are compiled into one library once per machine with the
 system C++ compiler (`$CXX`, else `c++`) against the FFI headers jaxlib ships, into
 `$DIG_JAX_NATIVE_CACHE` (default `~/.cache/dig_jax/native`), keyed by a hash of the source,
 flags, compiler, jaxlib version and CPU; later processes load the library in a few ms.
 
 Where no compiler is found or the build fails, `load_kernels()` returns False after one
-warning that says why, and callers use the pure-XLA path. `DIG_JAX_NATIVE=0` turns the
-kernels off (for A/B comparisons).
+warning that says why (once per process), and callers use the pure-XLA path.
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ logger = logging.getLogger(__name__)
 SOURCES = (Path(__file__).with_name("depthwise.cc"), Path(__file__).with_name("conv.cc"))
 HEADERS = (Path(__file__).with_name("common.h"),)  # included by the sources: in the cache key
 CACHE_ENV = "DIG_JAX_NATIVE_CACHE"
-SWITCH_ENV = "DIG_JAX_NATIVE"
 FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC")
 TARGETS = {  # FFI target name -> exported symbol
     "dig_jax_depthwise_forward": "DigJaxDepthwiseForward",
@@ -110,9 +108,7 @@ def build(compiler: str, target: Path) -> Path:
 def load_kernels() -> bool:
     """True once the FFI targets (the depthwise kernels and the dense convolution) are
     registered for the CPU (building them if needed); False, after one warning, where they
-    cannot be (or `DIG_JAX_NATIVE=0`)."""
-    if os.environ.get(SWITCH_ENV, "1") == "0":
-        return False
+    cannot be."""
     try:
         compiler = _compiler()
         path = library_path(compiler)

@@ -1,5 +1,8 @@
-"""`Conv`: `flax.linen.Conv` with faster lowerings of two common cases (same parameters, same
-values to float rounding).
+"""`Conv`: `flax.linen.Conv` with faster CPU lowerings of common cases (same parameters, same
+values to float rounding), where the switch is on (`dig_jax.cpu.switch`; plain `nn.Conv`
+otherwise). The cases that change only the backward pass (custom VJPs) apply in
+reverse-mode-only traces; elsewhere the forward pass is plain (or, for the C++ kernel,
+forward-mode aware), so `jax.jvp` works through every model.
 
 Measured on the 2-core CPU (`benchmarks/lowerings.py`):
 
@@ -27,15 +30,15 @@ Measured on the 2-core CPU (`benchmarks/lowerings.py`):
   in the HRNet-18s train step at batch 2 x 512²; that step 1.02-1.04x faster (alternating calls
   in one process, five runs).
 
-- **3x3 convolutions on CPU** (`NATIVE_FORWARD`, where `dig_jax.native` builds; float32):
-  SAME 3x3 convolutions at stride 1 or 2 run forward as the C++ kernel of `dig_jax.native`
+- **3x3 convolutions on CPU** (`DIG_JAX_CPU=native`, where `dig_jax.cpu.native` builds; float32):
+  SAME 3x3 convolutions at stride 1 or 2 run forward as the C++ kernel of `dig_jax.cpu.native`
   (`conv.cc`, a register-tiled direct convolution), and so does the stride-1 input gradient
   (the forward convolution of the output gradient with the flipped, transposed kernel); their
   kernel gradients are `conv.cc`'s too; the stride-2 input gradient keeps the phase form.
   YNNPACK, XLA's CPU convolution, ran HRNet-18s's narrow layers 1.5-3x slower than torch's
-  oneDNN (18 -> 18 channels at 64² x 8 images: 5.3-6.4 against 2.6 ms; the kernel 2.8-3.2),
-  and XLA's kernel gradients were slower still (README, Models, Native dense 3x3
-  convolutions). The sections above are what runs without a C++ compiler and on GPUs.
+  oneDNN (18 -> 18 channels at 64² x 8 images: 5.3-6.4 against 2.6 ms; the kernel 2.8-3.2)
+  on the machine they were written on; on others they were slower (docs/speed.md), so they are
+  opt-in.
 
 Every other configuration is `flax.linen.Conv` unchanged. The class is named `Conv` so Flax's
 automatic names (`Conv_0`, ...) and the parameter tree do not change.
@@ -50,15 +53,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dig_jax.models.depthwise import same_padding
-from dig_jax.models.materialize import materialize
-from dig_jax.native import load_kernels
+from dig_jax.cpu import switch
+from dig_jax.cpu.depthwise import same_padding
+from dig_jax.cpu.materialize import materialize
+from dig_jax.cpu.native import load_kernels
 
 _NHWC = ("NHWC", "HWIO", "NHWC")
 SMALL_BATCH = 4  # images; up to this batch the CPU weight gradients below are used
-NATIVE_INPUT_GRAD = True  # with NATIVE_FORWARD: the stride-1 input gradient natively too
-NATIVE_KERNEL_GRAD = True  # with NATIVE_FORWARD: the kernel gradients natively too
-NATIVE_FORWARD = True  # 3x3 forward passes by dig_jax.native's kernel on CPU, where it builds
+NATIVE_INPUT_GRAD = True  # native 3x3: the stride-1 input gradient natively too
+NATIVE_KERNEL_GRAD = True  # native 3x3: the kernel gradients natively too
 
 # Phase p of the input gradient along one axis, as taps of a 2-wide window over the output
 # gradient padded by one in front: {window tap: kernel tap}. With SAME padding on an even size
@@ -76,7 +79,7 @@ def _conv3x3(x: jax.Array, kernel: jax.Array) -> jax.Array:
 
 
 def _small_batch_on_cpu(x: jax.Array) -> bool:
-    return x.shape[0] <= SMALL_BATCH and jax.default_backend() == "cpu"
+    return x.shape[0] <= SMALL_BATCH and switch.active()
 
 
 def _kernel_grad_of(conv, x: jax.Array, kernel_shape: tuple[int, ...], grad: jax.Array):
@@ -161,7 +164,7 @@ def _ffi_conv(target: str, x: jax.Array, second: jax.Array, out_shape: tuple[int
 
 def native_conv3x3(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
     """SAME 3x3 convolution of f32[B, H, W, C] with f32[3, 3, C, O] at `stride` (1 or 2) ->
-    f32[B, ⌈H/s⌉, ⌈W/s⌉, O], forward only, by `dig_jax.native`'s kernel (CPU; call only where
+    f32[B, ⌈H/s⌉, ⌈W/s⌉, O], forward only, by `dig_jax.cpu.native`'s kernel (CPU; call only where
     `load_kernels()` is True). Under `vmap` a mapped image axis joins the batch axis (one call);
     a mapped kernel falls back to XLA's convolution."""
     out_shape = (x.shape[0], -(-x.shape[1] // stride), -(-x.shape[2] // stride), kernel.shape[-1])
@@ -184,7 +187,7 @@ def native_conv3x3(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
 
 def native_kernel_grad(x: jax.Array, grad: jax.Array, stride: int) -> jax.Array:
     """Kernel gradient f32[3, 3, C, O] of the SAME 3x3 convolution of f32[B, H, W, C] at
-    `stride` for output cotangent f32[B, ⌈H/s⌉, ⌈W/s⌉, O], by `dig_jax.native`'s kernel (CPU;
+    `stride` for output cotangent f32[B, ⌈H/s⌉, ⌈W/s⌉, O], by `dig_jax.cpu.native`'s kernel (CPU;
     call only where `load_kernels()` is True; deterministic: fixed blocks of output rows summed
     in order). Under `vmap` (one kernel gradient per mapped element) XLA's is taken."""
     out_shape = (3, 3, x.shape[-1], grad.shape[-1])
@@ -210,10 +213,10 @@ def _xla_conv3x3(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
 
 def _use_native(*dtypes: object) -> bool:
     """Whether a 3x3 convolution runs natively: every dtype (inputs, parameters, computation)
-    float32, on CPU, `NATIVE_FORWARD`, and the kernels built."""
+    float32, `DIG_JAX_CPU=native` on the CPU backend, and the kernels built."""
     return (
-        NATIVE_FORWARD and all(jnp.dtype(d) == jnp.float32 for d in dtypes)
-        and jax.default_backend() == "cpu" and load_kernels()
+        all(jnp.dtype(d) == jnp.float32 for d in dtypes)
+        and switch.native_requested() and load_kernels()
     )  # fmt: skip
 
 
@@ -258,6 +261,22 @@ def _native_bwd(stride, residuals, grad):
 
 
 native_conv3x3_trainable.defvjp(_native_fwd, _native_bwd)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def native_conv3x3_forward(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
+    """`native_conv3x3`, differentiable in either mode: its tangent (and, transposed, its
+    reverse-mode gradient) is XLA's convolution's."""
+    return native_conv3x3(x, kernel, stride)
+
+
+@native_conv3x3_forward.defjvp
+def _native_forward_jvp(stride, primals, tangents):
+    x, kernel = primals
+    _, tangent = jax.jvp(functools.partial(_xla_conv3x3, stride=stride), primals, tangents)
+    # the primal through this function again: derivatives of any order (Hessian-vector
+    # products are forward over reverse) see a differentiable primal
+    return native_conv3x3_forward(x, kernel, stride), tangent
 
 
 @jax.custom_vjp
@@ -343,12 +362,13 @@ def _pair(value, default: int = 1) -> tuple[int, ...]:
 
 
 class Conv(nn.Conv):
-    """`flax.linen.Conv` (same attributes and parameters) with the faster 1x1 and 3x3 stride-2
-    lowerings described in the module docstring."""
+    """`flax.linen.Conv` (same attributes and parameters) with the CPU lowerings described in
+    the module docstring where the switch is on."""
 
     def _plain(self, x: jax.Array) -> bool:
         return (
-            x.ndim != 4
+            not switch.active()
+            or x.ndim != 4
             or self.feature_group_count != 1
             or self.mask is not None
             or not self.shared_weights
@@ -385,6 +405,8 @@ class Conv(nn.Conv):
     @nn.compact
     def __call__(self, inputs: jax.Array) -> jax.Array:
         lowering = self._lowering(inputs)
+        if lowering in ("stride1", "stride2") and not switch.in_reverse_mode_only():
+            lowering = "flax"  # these change only the backward pass (custom VJPs)
         if lowering == "flax":
             return super().__call__(inputs)
         cin = inputs.shape[-1]
@@ -406,7 +428,9 @@ class Conv(nn.Conv):
         elif lowering == "stride1":
             y = conv3x3(inputs, kernel)
         elif lowering.startswith("native"):
-            y = native_conv3x3_trainable(inputs, kernel, int(lowering[-1]))
+            reverse = switch.in_reverse_mode_only()
+            native = native_conv3x3_trainable if reverse else native_conv3x3_forward
+            y = native(inputs, kernel, int(lowering[-1]))
         else:
             y = conv3x3_stride2(inputs, kernel)
         return y if bias is None else y + bias

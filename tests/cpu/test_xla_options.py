@@ -9,14 +9,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dig_jax.models.batchnorm import BatchNorm
-from dig_jax.models.convs import Conv
-from dig_jax.models.efficientnet_lite import DepthwiseConv
-from dig_jax.models.xla_options import (
+from dig_jax.cpu import BatchNorm, Conv, switch
+from dig_jax.cpu.xla_options import (
     init_compiler_options,
     predict_compiler_options,
     train_compiler_options,
 )
+from dig_jax.models.efficientnet_lite import DepthwiseConv
 from dig_jax.train.config import base_config
 from dig_jax.train.state import make_optimizer
 from dig_jax.train.step import init_state
@@ -30,7 +29,7 @@ class _Layers(nn.Module):
     def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
         x = Conv(8, (3, 3), strides=(2, 2), use_bias=False)(x)
         x = BatchNorm(use_running_average=not train)(x)
-        x = DepthwiseConv(3, impl="shift")(x)
+        x = DepthwiseConv(3)(x)
         x = Conv(12, (1, 1))(x)
         return nn.Dense(3)(x.mean(axis=(1, 2)))
 
@@ -52,8 +51,12 @@ def test_init_with_its_options_gives_the_default_values_to_a_few_ulp():
     assert float(jnp.abs(fast.params["Conv_0"]["kernel"]).sum()) > 0  # random, not zeros
 
 
-def test_options_are_cpu_only():
+def test_options_are_cpu_only_and_follow_the_switch(monkeypatch):
+    monkeypatch.setenv(switch.SWITCH_ENV, "auto")
     assert init_compiler_options("cpu") == {"xla_backend_optimization_level": 1}
+    monkeypatch.setenv(switch.SWITCH_ENV, "0")
+    assert init_compiler_options("cpu") == train_compiler_options("cpu") == {}
+    monkeypatch.setenv(switch.SWITCH_ENV, "auto")
     for backend in ("gpu", "tpu"):
         assert init_compiler_options(backend) == {}
         assert train_compiler_options(backend) == {}

@@ -1,7 +1,7 @@
 // Dense 3×3 convolution, forward pass and kernel gradient (NHWC activations, HWIO kernel,
 // float32, strides 1 and 2, padding given as top/left offsets, zero outside the input), as XLA
 // FFI handlers for the CPU. The stride-1 input gradient is the forward pass of the output
-// gradient with the flipped kernel (`dig_jax.models.convs`).
+// gradient with the flipped kernel (`dig_jax.cpu.convs`).
 //
 // XLA's CPU convolutions (YNNPACK) ran HRNet-18s's narrow 3×3 layers 1.5–3× slower than
 // torch's oneDNN (18 → 18 channels at 64² × 8 images: 6.4 against 2.6 ms): they vectorise

@@ -9,18 +9,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from dig_jax import native
-from dig_jax.models import depthwise
-from dig_jax.models.depthwise import (
-    depthwise_conv,
+from dig_jax.cpu import depthwise, native, switch
+from dig_jax.cpu.depthwise import (
     depthwise_conv_reference,
     native_depthwise_conv,
     same_padding,
 )
-from dig_jax.models.efficientnet_lite import DepthwiseConv, resolve_depthwise_impl
+from dig_jax.cpu.depthwise import shift_depthwise_conv as depthwise_conv
+from dig_jax.models.efficientnet_lite import DepthwiseConv
 
 needs_native = pytest.mark.skipif(
-    not native.load_kernels(), reason="no C++ compiler here: dig_jax.native did not build"
+    not native.load_kernels(), reason="no C++ compiler here: dig_jax.cpu.native did not build"
 )
 CASES = [
     ((2, 9, 7, 3), 3, 1),
@@ -158,26 +157,38 @@ def test_same_padding_is_tensorflows():
     assert same_padding(1, 3, 2) == (1, 1, 1)
 
 
-def test_module_impls_agree_and_reject_unknown():
+@pytest.mark.parametrize("setting", ["0", "auto", "native"])
+def test_module_forms_agree_in_value_and_both_modes(setting, monkeypatch):
+    """The switch picks the form (XLA's grouped conv, shifted sums, C++ kernels); values,
+    reverse-mode gradients and forward-mode tangents are the grouped convolution's."""
+    monkeypatch.setenv(switch.SWITCH_ENV, setting)
     x = jax.random.normal(jax.random.key(3), (1, 10, 10, 6))
-    variables = DepthwiseConv(5, 2, "shift").init(jax.random.key(4), x)
+    variables = DepthwiseConv(5, 2).init(jax.random.key(4), x)
     assert variables["params"]["kernel"].shape == (5, 5, 1, 6)
-    shift = DepthwiseConv(5, 2, "shift").apply(variables, x)
-    xla = DepthwiseConv(5, 2, "xla").apply(variables, x)
-    np.testing.assert_allclose(shift, xla, rtol=1e-5, atol=1e-5)
-    with pytest.raises(ValueError, match="impl must be"):
-        DepthwiseConv(5, 1, "fft").apply(variables, x)
-    if native.load_kernels():
-        got = DepthwiseConv(5, 2, "native").apply(variables, x)
-        np.testing.assert_allclose(got, xla, rtol=1e-5, atol=1e-5)
+    kernel = variables["params"]["kernel"][:, :, 0, :]
+    out = lambda a: DepthwiseConv(5, 2).apply(variables, a)
+    reference = lambda a: depthwise_conv_reference(a, kernel, 2)
+    np.testing.assert_allclose(out(x), reference(x), rtol=1e-5, atol=1e-5)
+    tangent = jax.random.normal(jax.random.key(5), x.shape)
+    got, want = jax.jvp(out, (x,), (tangent,))[1], jax.jvp(reference, (x,), (tangent,))[1]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    with switch.reverse_mode_only():
+        got = jax.grad(lambda a: jnp.sum(jnp.sin(out(a))))(x)
+    want = jax.grad(lambda a: jnp.sum(jnp.sin(reference(a))))(x)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
-def test_auto_impl_is_native_on_cpu_where_it_builds_and_xla_elsewhere():
-    assert resolve_depthwise_impl("auto", "cpu") == ("native" if native.load_kernels() else "shift")
-    assert resolve_depthwise_impl("auto", "gpu") == "xla"
-    assert resolve_depthwise_impl("shift", "gpu") == "shift"
-    with pytest.raises(ValueError, match="'native' needs the CPU backend"):
-        resolve_depthwise_impl("native", "gpu")
+def test_custom_vjps_only_in_reverse_mode_only_traces_and_nothing_when_off(monkeypatch):
+    x = jnp.ones((1, 8, 8, 4))
+    w = jnp.ones((3, 3, 4))
+    text = lambda: str(jax.make_jaxpr(lambda a: depthwise.depthwise_conv(a, w, 1))(x))
+    monkeypatch.setenv(switch.SWITCH_ENV, "auto")
+    assert "custom_vjp" not in text() and "feature_group_count" not in text()
+    with switch.reverse_mode_only():
+        assert "custom_vjp" in text()
+    monkeypatch.setenv(switch.SWITCH_ENV, "0")
+    with switch.reverse_mode_only():
+        assert "custom_vjp" not in text() and "feature_group_count=4" in text()
 
 
 def test_native_loader_reports_a_missing_or_failing_compiler(monkeypatch, tmp_path, caplog):
@@ -190,8 +201,6 @@ def test_native_loader_reports_a_missing_or_failing_compiler(monkeypatch, tmp_pa
     monkeypatch.setenv("CXX", "false")  # on PATH, exits 1: a failed build, nothing left behind
     assert native.load_kernels.__wrapped__() is False
     assert list(tmp_path.iterdir()) == []
-    monkeypatch.setenv(native.SWITCH_ENV, "0")
-    assert native.load_kernels.__wrapped__() is False
 
 
 def test_native_build_error_names_the_compiler_error_not_header_warnings(tmp_path):

@@ -1,4 +1,4 @@
-"""Depthwise convolution as fused shift-and-multiply-adds: the fast path on CPU.
+"""Depthwise convolution on CPU: fused shift-and-multiply-adds, and the C++ kernels.
 
 XLA's CPU backend lowers `lax.conv_general_dilated(..., feature_group_count=C)` to a generic
 grouped convolution that runs at 1–2 GFLOP/s, against 60–270 GFLOP/s for dense convolutions.
@@ -8,7 +8,10 @@ same trick (a custom VJP): the input gradient is the output gradient (dilated fo
 correlated with the flipped kernel, the kernel gradient k² channel-wise reductions.
 
 Padding is TensorFlow's SAME (the extra pixel at the bottom/right), as EfficientNet-Lite's
-ImageNet weights expect.
+ImageNet weights expect. `depthwise_conv` picks the form by the switch (`dig_jax.cpu.switch`):
+XLA's grouped convolution when off or off CPU; the shifted sums (custom VJP in reverse-mode-only
+traces, plain differentiable ops otherwise); with `DIG_JAX_CPU=native` the C++ kernels (custom
+VJP in reverse-mode-only traces, a forward-mode-aware forward otherwise).
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
+from dig_jax.cpu import switch
+from dig_jax.cpu.native import load_kernels
 
 CHUNK_BYTES = 1 << 20  # the kernel gradient's working set per loop step (fits in L2)
 SMALL_GRAD_BYTES = 8 << 20  # up to this output gradient size the kernel gradient has no loop
@@ -55,19 +61,34 @@ def _pads(x_shape: tuple[int, ...], k: int, stride: int):
     return (oh, ow), ((0, 0), (top, bottom), (left, right), (0, 0))
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
 def depthwise_conv(x: jax.Array, kernel: jax.Array, stride: int = 1) -> jax.Array:
-    """Depthwise conv, SAME padding: x f32[B, H, W, C], kernel f32[k, k, C] -> [B, ⌈H/s⌉, ⌈W/s⌉, C].
+    """Depthwise conv, SAME padding: x f32[B, H, W, C], kernel f32[k, k, C] -> [B, ⌈H/s⌉, ⌈W/s⌉, C],
+    in the form the switch picks (module docstring); the same values to float rounding."""
+    if not switch.active():
+        return depthwise_conv_reference(x, kernel, stride)
+    reverse = switch.in_reverse_mode_only()
+    if switch.native_requested() and load_kernels():
+        op = native_depthwise_conv if reverse else native_depthwise_forward
+    else:
+        op = shift_depthwise_conv if reverse else shift_forward
+    return op(x, kernel, stride)
 
-    Same values as `lax.conv_general_dilated` with `feature_group_count=C` (see
-    `depthwise_conv_reference`), several times faster on CPU, forward and backward.
-    """
+
+def shift_forward(x: jax.Array, kernel: jax.Array, stride: int = 1) -> jax.Array:
+    """The shifted-sums depthwise convolution as plain differentiable ops."""
     out_hw, pads = _pads(x.shape, kernel.shape[0], stride)
     return _taps_sum(jnp.pad(x, pads), kernel.astype(x.dtype), out_hw, stride)
 
 
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
+def shift_depthwise_conv(x: jax.Array, kernel: jax.Array, stride: int = 1) -> jax.Array:
+    """`shift_forward` with its backward pass as shifted sums too (several times faster on CPU
+    than XLA's grouped convolution's); reverse mode only."""
+    return shift_forward(x, kernel, stride)
+
+
 def _fwd(x, kernel, stride):
-    return depthwise_conv(x, kernel, stride), (x, kernel)
+    return shift_forward(x, kernel, stride), (x, kernel)
 
 
 def _bwd(stride, residuals, g):
@@ -148,7 +169,7 @@ def _kernel_grad(xp: jax.Array, g: jax.Array, k: int, stride: int) -> jax.Array:
     return lax.fori_loop(0, batch * blocks, body, jnp.zeros((k, k, channels), g.dtype))
 
 
-depthwise_conv.defvjp(_fwd, _bwd)
+shift_depthwise_conv.defvjp(_fwd, _bwd)
 
 
 def depthwise_conv_reference(x: jax.Array, kernel: jax.Array, stride: int = 1) -> jax.Array:
@@ -215,12 +236,11 @@ def _native_call(target: str, first: jax.Array, second: jax.Array, out_shape: tu
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
 def native_depthwise_conv(x: jax.Array, kernel: jax.Array, stride: int = 1) -> jax.Array:
-    """`depthwise_conv` by the C++ kernels of `dig_jax.native` (CPU only; float32 inside):
+    """`depthwise_conv` by the C++ kernels of `dig_jax.cpu.native` (CPU only; float32 inside):
     x f32[B, H, W, C], kernel f32[k, k, C] -> f32[B, ⌈H/s⌉, ⌈W/s⌉, C].
 
-    Forward and both gradients vectorise over the channels and run on XLA's intra-op threads:
-    on the 2-core CPU 2–4x faster than the shift form (README, Models). Call only when
-    `dig_jax.native.load_kernels()` is True."""
+    Forward and both gradients vectorise over the channels and run on XLA's intra-op threads
+    (docs/speed.md has their measurements). Call only when `load_kernels()` is True."""
     out_hw, pads = _pads(x.shape, kernel.shape[0], stride)
     shape = (x.shape[0], *out_hw, x.shape[3])
     return _native_call("dig_jax_depthwise_forward", x, kernel, shape, stride, pads).astype(x.dtype)
@@ -239,3 +259,20 @@ def _native_bwd(stride, residuals, g):
 
 
 native_depthwise_conv.defvjp(_native_fwd, _native_bwd)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2,))
+def native_depthwise_forward(x: jax.Array, kernel: jax.Array, stride: int = 1) -> jax.Array:
+    """The C++ forward pass, differentiable in either mode: its tangent (and, transposed, its
+    reverse-mode gradient) is that of XLA's grouped convolution."""
+    out_hw, pads = _pads(x.shape, kernel.shape[0], stride)
+    shape = (x.shape[0], *out_hw, x.shape[3])
+    return _native_call("dig_jax_depthwise_forward", x, kernel, shape, stride, pads).astype(x.dtype)
+
+
+@native_depthwise_forward.defjvp
+def _native_forward_jvp(stride, primals, tangents):
+    x, kernel = primals
+    reference = functools.partial(depthwise_conv_reference, stride=stride)
+    _, tangent = jax.jvp(reference, primals, tangents)
+    return native_depthwise_forward(x, kernel, stride), tangent

@@ -11,9 +11,9 @@ XLA keeps them apart), and its result is a buffer that later fusions read instea
 recomputing. Placed at block outputs it made the HRNet-18s train step (batch 8 at 256²)
 1.45x faster (`benchmarks/lowerings.py`).
 
-Only on CPU (on GPU a conditional reads its predicate on the host) and only when enabled
-(`fusion_breaks(False)` turns it off, for A/B benchmarks). Under `vmap` the conditional becomes
-a select of equal values: the same numbers, no break.
+Only where the CPU switch is on (on GPU a conditional reads its predicate on the host) and when
+enabled (`fusion_breaks(False)` turns it off, for A/B benchmarks). Under `vmap` the conditional
+becomes a select of equal values: the same numbers, no break.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from collections.abc import Iterator
 
 import jax
 import jax.numpy as jnp
+
+from dig_jax.cpu import switch
 
 _ENABLED = [True]
 
@@ -42,7 +44,7 @@ def fusion_breaks(enabled: bool) -> Iterator[None]:
 def materialize(x: jax.Array) -> jax.Array:
     """x unchanged (same values, shape and dtype); on CPU XLA computes it once into a buffer
     instead of fusing its producers into every consumer."""
-    if not _ENABLED[0] or jax.default_backend() != "cpu" or x.size == 0:
+    if not _ENABLED[0] or not switch.active() or x.size == 0:
         return x
     # any runtime predicate will do (both branches are x); this one is one element read
     predicate = jnp.isnan(x.reshape(-1)[0])
