@@ -136,6 +136,8 @@ class LoadedSegmenter:
         self.variables = jax.tree.map(jnp.asarray, variables)
         self.input_kind: str = config.model.input_kind
         self.size: int = int(config.image_size)
+        # the focus pass after a creation click's whole-image run (`prompts.refocus_box`)
+        self.focus_pass: bool = bool(config.get("predict", {}).get("focus_pass", False))
         self._logits_fn = self._make_logits_fn()
         # XLA options for its jits (and for callers that jit `predict_logits_fn` themselves)
         self.compiler_options: dict[str, str] = predict_compiler_options()
@@ -231,11 +233,24 @@ class LoadedSegmenter:
         image, gesture_map, prev = prompts.check_prompt(image, gesture_map, prev_mask)
         box = prompts.zoom_box(gesture_map, prev, self.size)
         crop = prompts.crop_prompt(image, gesture_map, prev, box, self.size)
+        out = self._network(crop, context, kind, heads)
+        focus = (
+            prompts.refocus_box(gesture_map, prev, box, out["mask"], image.shape[:2])
+            if self.focus_pass
+            else None
+        )
+        if focus is not None:
+            box, crop = focus, prompts.crop_prompt(image, gesture_map, prev, focus, self.size)
+            out = self._network(crop, context, kind, heads)
+        return out, crop, box, prev, image.shape[:2]
+
+    def _network(self, crop: dict, context: int, kind: int | None, heads: bool) -> dict:
+        """The network's outputs on one crop (numpy, batch axis dropped; finite logits)."""
         x = jnp.asarray(self.crop_input(crop, context, kind)[None])
         out = dict(self._outputs(x)) if heads else {"mask": self._logits(x)}
         out = {k: np.asarray(v)[0] for k, v in out.items()}
         out["mask"] = _finite(out["mask"])
-        return out, crop, box, prev, image.shape[:2]
+        return out
 
     def predict_logits(
         self,

@@ -13,6 +13,8 @@ image's long side; parts outside the image are padded (`PAD_RGB`, no gesture, no
 computed there), `crop_sample` does the same to a training sample (targets: void outside the
 image), `paste_logits` maps S×S logits back onto the photo (background outside the box) and
 `paste_mask` makes the mask, keeping the previous mask's own pixels where the model kept them.
+A creation prompt's whole-image run (a click's) may be followed by a focus pass on the box of its
+first mask (`refocus_box`; a segmenter's `config.predict.focus_pass`).
 Training samples go through the same boxes (`jitter_box` adds scale/shift noise), so training
 and use agree. Used by training, `predict`, evaluation, attacks and the demo.
 """
@@ -316,6 +318,21 @@ def focus_box(gesture_map: Any, mask: Any, size: int) -> ZoomBox | None:
     x1, y1, x2, y2 = bounds
     side = max(x2 - x1, y2 - y1) * EXPAND
     return fit_box((x1 + x2) / 2, (y1 + y2) / 2, side, mask.shape, size)
+
+
+def refocus_box(
+    gesture_map: Any, prev_mask: Any, box: ZoomBox, logits: np.ndarray, shape: tuple[int, int]
+) -> ZoomBox | None:
+    """The focus pass (FocalClick's idea, with the same network): a creation prompt whose zoom
+    box was the whole image (a click, which says nothing about extent, or a stroke whose guessed
+    box covers the photo) is run a second time on `focus_box` of the first run's mask, when
+    that box is smaller than the first. None when no second run is due. `logits`: the first run's S×S crop logits; `shape`: the photo's (H, W)."""
+    if prev_mask is not None or box != whole_image_box(shape):
+        return None
+    size = logits.shape[0]
+    mask = paste_logits(logits, box, shape) > 0
+    focus = focus_box(gesture_map, mask, size)
+    return focus if focus is not None and focus.side < 0.9 * box.side else None
 
 
 def zoom_sample(

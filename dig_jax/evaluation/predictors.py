@@ -53,14 +53,16 @@ def apply_context_strategy(
     return {**batch, "context": context}
 
 
-def zoom_crops(samples: Sequence[dict[str, Any]], size: int) -> tuple[dict, list]:
-    """The samples' prompts in their zoom crops, stacked: (batch dict of uint8[B, S, S(, 3)]
-    maps + context + gesture_kind, [(box, (H, W)), ...])."""
+def zoom_crops(
+    samples: Sequence[dict[str, Any]], size: int, boxes: Sequence[Any] | None = None
+) -> tuple[dict, list]:
+    """The samples' prompts in their zoom crops (or in the given `boxes`), stacked: (batch
+    dict of uint8[B, S, S(, 3)] maps + context + gesture_kind, [(box, (H, W)), ...])."""
     crops, places = [], []
-    for sample in samples:
+    for n, sample in enumerate(samples):
         prev = sample["prev_mask"] if bool(sample["has_prev"]) else None
         image, gesture, prev = prompts.check_prompt(sample["image"], sample["gesture"], prev)
-        box = prompts.zoom_box(gesture, prev, size)
+        box = prompts.zoom_box(gesture, prev, size) if boxes is None else boxes[n]
         crop = prompts.crop_prompt(image, gesture, prev, box, size)
         crop["context"] = np.int32(sample["context"])
         crop["gesture_kind"] = np.int32(sample["gesture_kind"])
@@ -142,14 +144,43 @@ def segmenter_predictor(
             raise FloatingPointError("the segmenter produced NaN/Inf logits (corrupt weights?)")
         return logits
 
+    focus_pass = bool(segmenter.config.get("predict", {}).get("focus_pass", False))
+
+    def refocused(chunk, batch, places, logits):
+        """The focus pass (`prompts.refocus_box`) for the chunk's creation clicks: their
+        crops, places and logits replaced by a second run on the first mask's box."""
+        boxes = {}
+        for i, (box, shape) in enumerate(places):
+            prev = chunk[i]["prev_mask"] if bool(chunk[i]["has_prev"]) else None
+            focus = prompts.refocus_box(chunk[i]["gesture"], prev, box, logits[i], shape)
+            if focus is not None:
+                boxes[i] = focus
+        if not boxes:
+            return batch, places, logits
+        again, _ = zoom_crops([chunk[i] for i in boxes], segmenter.size, list(boxes.values()))
+        second = network(again)
+        batch = {key: np.array(value) for key, value in batch.items()}
+        places, logits = list(places), np.array(logits)
+        for j, i in enumerate(boxes):
+            for key in batch:
+                batch[key][i] = again[key][j]
+            places[i] = (boxes[i], places[i][1])
+            logits[i] = second[j]
+        return batch, places, logits
+
     def predict(samples: Sequence[dict[str, Any]]) -> list[np.ndarray]:
         masks = []
         for start in range(0, len(samples), batch_size):
-            batch, places = zoom_crops(samples[start : start + batch_size], segmenter.size)
             chunk = samples[start : start + batch_size]
-            for i, (logits, (box, shape)) in enumerate(zip(network(batch), places, strict=True)):
+            batch, places = zoom_crops(chunk, segmenter.size)
+            logits = network(batch)
+            if focus_pass:
+                batch, places, logits = refocused(chunk, batch, places, logits)
+            for i, (crop_logits, (box, shape)) in enumerate(zip(logits, places, strict=True)):
                 prev = chunk[i]["prev_mask"] if bool(chunk[i]["has_prev"]) else None
-                masks.append(prompts.paste_mask(logits, box, shape, prev, batch["prev_mask"][i]))
+                masks.append(
+                    prompts.paste_mask(crop_logits, box, shape, prev, batch["prev_mask"][i])
+                )
         return masks
 
     return predict

@@ -170,3 +170,35 @@ def test_evaluate_cli_gesture_encoding_box(context_checkpoint, tmp_path, capsys)
     with pytest.raises(SystemExit):
         main([*argv, "--gesture-encoding", "boxes"])
     assert "--gesture-encoding" in capsys.readouterr().err
+
+
+def test_focus_pass_reruns_a_creation_click_on_its_first_masks_box():
+    seg, seen = recording_segmenter("gesture")
+    seg.config.predict = {"focus_pass": True}
+    samples = tiny_samples(120, 180)  # the rectangle's zoom box is not the whole photo
+    masks = segmenter_predictor(seg, batch_size=2)(samples)
+    assert [x.shape[0] for x in seen] == [2, 1]  # the click again, the rectangle not
+    shape = (120, 180)
+    first = prompts.paste_logits(seen[0][1, ..., 3] - 0.5, prompts.whole_image_box(shape),
+                                 shape) > 0  # fmt: skip
+    focus = prompts.focus_box(samples[1]["gesture"], first, SIZE)
+    assert focus is not None and focus.side < 180
+    again = prompts.crop_prompt(samples[1]["image"], samples[1]["gesture"], None, focus, SIZE)
+    np.testing.assert_array_equal(seen[1][0, ..., 3], again["gesture"])
+    overlap = (masks[1] & samples[1]["gesture"]).sum() / samples[1]["gesture"].sum()
+    assert overlap > 0.8
+
+
+def test_loaded_segmenter_takes_the_same_focus_pass(tiny_checkpoint, monkeypatch):
+    import dig_jax
+
+    seg = dig_jax.load_segmenter(tiny_checkpoint)
+    seg.focus_pass = True
+    boxes = []
+    original = seg._network
+    monkeypatch.setattr(seg, "_network", lambda crop, *a: boxes.append(crop) or original(crop, *a))
+    sample = tiny_samples()[1]
+    seg.predict(sample["image"], sample["gesture"])
+    assert len(boxes) in (1, 2)  # a second run exactly when the first mask gives a box
+    first = seg.predict_logits(sample["image"], sample["gesture"])
+    assert first.shape == (60, 90)
