@@ -326,7 +326,8 @@ def refocus_box(
     """The focus pass (FocalClick's idea, with the same network): a creation prompt whose zoom
     box was the whole image (a click, which says nothing about extent, or a stroke whose guessed
     box covers the photo) is run a second time on `focus_box` of the first run's mask, when
-    that box is smaller than the first. None when no second run is due. `logits`: the first run's S×S crop logits; `shape`: the photo's (H, W)."""
+    that box is smaller than the first. None when no second run is due. `logits`: the first
+    run's S×S crop logits; `shape`: the photo's (H, W)."""
     if prev_mask is not None or box != whole_image_box(shape):
         return None
     size = logits.shape[0]
