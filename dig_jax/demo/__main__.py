@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--examples", type=int, default=4, help="example photos offered")
     args = parser.parse_args(argv)
+    if not 0 < args.port < 65536:  # uvicorn would print nothing and serve nothing
+        parser.error(f"--port must be in 1..65535, got {args.port}")
     try:
         app, path = load_app(args.checkpoint, args.max_side, args.examples)
     except ValueError as exc:

@@ -191,6 +191,16 @@ def test_main_refuses_bad_checkpoints_with_one_line(tmp_path, capsys, tiny_singl
         assert err.startswith("dig_jax.demo: error: cannot load checkpoint") and "\n" not in err
 
 
+@pytest.mark.parametrize("port", ["99999", "0", "-5"])
+def test_main_refuses_a_port_outside_1_65535(port, capsys):
+    from dig_jax.demo.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--port", port])
+    assert exit_info.value.code == 2
+    assert "--port must be in 1..65535" in capsys.readouterr().err
+
+
 def test_main_serves_the_given_checkpoint(tiny_single, monkeypatch, capsys):
     import uvicorn
 
