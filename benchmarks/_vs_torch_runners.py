@@ -81,7 +81,7 @@ def jax_forward(config: Any, data: dict, iters: int, warmup: int, plain: bool = 
     import jax.numpy as jnp
 
     from dig_jax.export import LoadedSegmenter
-    from dig_jax.models.interactive import batch_to_input
+    from dig_jax.prompts import batch_to_input
 
     x0 = jnp.zeros((1, 64, 64, model.in_channels))
     abstract = jax.eval_shape(lambda: model.init(jax.random.key(0), x0, train=False))

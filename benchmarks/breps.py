@@ -46,7 +46,7 @@ def load_model(args: argparse.Namespace):
     from dig_jax import load_segmenter
     from dig_jax.export import LoadedSegmenter
     from dig_jax.paths import shipped_checkpoint
-    from dig_jax.robustness.breps.encode import box_encoder
+    from dig_jax.prompts.soft import box_encoder
 
     if args.quick:
         from dig_jax.train.config import base_config

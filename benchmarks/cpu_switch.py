@@ -60,7 +60,7 @@ def _functions(config, batch: dict, setting: str):
     step = functools.partial(train_step, model=model, input_kind="gesture", loss_config=config.loss)
     step = jax.jit(step, compiler_options=cpu.train_compiler_options() or None)
     step = step.lower(state, batch).compile()
-    from dig_jax.models.interactive import batch_to_input
+    from dig_jax.prompts import batch_to_input
 
     def forward(variables, b):
         return model.apply(variables, batch_to_input(b, "gesture"), train=False)["mask"]

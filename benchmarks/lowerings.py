@@ -155,7 +155,8 @@ def _train_callable(config, batch_size: int, side: int, name: str):
 def _forward_callable(config, batch_size: int, side: int, name: str):
     from _vs_torch_runners import random_like
 
-    from dig_jax.models.interactive import batch_to_input, build_segmenter
+    from dig_jax.models.interactive import build_segmenter
+    from dig_jax.prompts import batch_to_input
 
     model = build_segmenter(config.model)
     x0 = jnp.zeros((1, 64, 64, model.in_channels))

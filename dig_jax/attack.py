@@ -89,7 +89,7 @@ def run(args: argparse.Namespace, roots: list[Path]) -> int:
     from dig_jax.data.sources.benchmark_folder import scan_benchmark_folder
     from dig_jax.metrics.breps import breps_table
     from dig_jax.outputs import write_text_atomic
-    from dig_jax.robustness.breps.encode import box_encoder
+    from dig_jax.prompts.soft import box_encoder
     from dig_jax.robustness.breps.evaluate import attack_dataset
     from dig_jax.robustness.breps.user_boxes import evaluate_user_boxes
 

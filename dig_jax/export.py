@@ -21,7 +21,7 @@ from flax import serialization
 from dig_jax import prompts
 from dig_jax.cpu import predict_compiler_options, release_freed_memory
 from dig_jax.gestures.types import Context, GestureKind
-from dig_jax.models.interactive import build_segmenter, context_input, gesture_input
+from dig_jax.models.interactive import build_segmenter
 
 MAGIC = b"DIGJAX-SEGMENTER 1\n"
 
@@ -191,31 +191,11 @@ class LoadedSegmenter:
         context: int = Context.ADD,
         kind: int | None = None,
     ) -> np.ndarray:
-        """Model input f32[S, S, C] from one zoom crop (`dig_jax.prompts.crop_prompt`).
-
-        `context` and `kind` (a GestureKind, None = unknown) are read by context models only:
-        trained with skeleton clicks, they get a RECTANGLE in the box channel (as in training)
-        and any other gesture as clicks; trained on gesture maps, they ignore `kind`.
-        """
-        image, gesture, prev = crop["image"], crop["gesture"], crop["prev_mask"]
-        if self.input_kind == "gesture":
-            x = gesture_input(image, gesture, crop["distance"] / 255.0, prev)
-        elif self.config.model.get("context_encoding", "gesture") == "clicks":
-            from dig_jax.models.interactive import encode_context_clicks
-
-            batch = {
-                "gesture": gesture[None],
-                "context": np.array([int(context)]),
-                "gesture_kind": np.array([GestureKind.SCRIBBLE if kind is None else int(kind)]),
-            }
-            batch = encode_context_clicks(batch)
-            x = context_input(
-                image, batch["positive"][0], batch["negative"][0], batch["box"][0], prev
-            )
-        else:
-            add = float(int(context) == Context.ADD)
-            x = context_input(image, gesture * add, gesture * (1 - add), None, prev)
-        return np.asarray(x)
+        """Model input f32[S, S, C] from one zoom crop (`dig_jax.prompts.crop_input`, with this
+        checkpoint's input kind and context encoding). `context` and `kind` (a GestureKind,
+        None = unknown) are read by context models only."""
+        encoding = self.config.model.get("context_encoding", "gesture")
+        return prompts.crop_input(crop, self.input_kind, encoding, context, kind)
 
     def prepare(
         self, image: Any, gesture_map: Any, prev_mask: Any = None

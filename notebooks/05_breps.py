@@ -63,8 +63,8 @@ SIZE, N_INSTANCES, STEPS = 128, 3, 20
 checkpoint = os.environ.get("DIG_JAX_CHECKPOINT") or shipped_checkpoint("gesture")
 if checkpoint and Path(checkpoint).is_file():
     from dig_jax import load_segmenter
+    from dig_jax.prompts.soft import points_encoder
     from dig_jax.robustness.breps import box_encoder
-    from dig_jax.robustness.breps.prompt_attack import points_encoder
 
     seg = load_segmenter(checkpoint)
     predict = gesture_predict = seg.predict_logits_fn()

@@ -11,6 +11,7 @@ from dig_jax import prompts
 from dig_jax.data.regions import VOID
 from dig_jax.gestures import Gesture, GestureKind, box_outline_points, rasterize
 from dig_jax.metrics import iou
+from dig_jax.prompts import zoom
 
 SIZE = 64
 
@@ -191,4 +192,4 @@ def test_bounds_are_the_nonzero_pixels_box_for_any_dtype(seed, h, w, density, dt
            "f32": marked.astype(np.float32)}[dtype]  # fmt: skip
     rows, cols = np.nonzero(marked)
     want = None if rows.size == 0 else (cols.min(), rows.min(), cols.max() + 1, rows.max() + 1)
-    assert prompts._bounds(arr) == (None if want is None else tuple(float(v) for v in want))
+    assert zoom._bounds(arr) == (None if want is None else tuple(float(v) for v in want))

@@ -25,32 +25,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from dig_jax import prompts
-from dig_jax.gestures.types import Context
-from dig_jax.models.interactive import (
-    batch_to_input,
-    encode_context_box,
-    encode_context_clicks,
+from dig_jax.prompts.encode import (  # noqa: F401  (re-exported: evaluation's public names)
+    CONTEXT_STRATEGIES,
+    GESTURE_ENCODINGS,
+    apply_context_strategy,
 )
 
 Predictor = Callable[[Sequence[dict[str, Any]]], list[np.ndarray]]
-CONTEXT_STRATEGIES = ("oracle", "positive", "negative", "random")
-GESTURE_ENCODINGS = ("model", "clicks", "box")
-
-
-def apply_context_strategy(
-    batch: dict[str, np.ndarray], strategy: str, rng: np.random.Generator
-) -> dict[str, np.ndarray]:
-    """A copy of `batch` whose `context` follows `strategy` (see module docstring)."""
-    if strategy not in CONTEXT_STRATEGIES:
-        raise ValueError(f"strategy must be one of {CONTEXT_STRATEGIES}, got {strategy!r}")
-    context = np.asarray(batch["context"], np.int32)
-    if strategy == "positive":
-        context = np.full_like(context, Context.ADD)
-    elif strategy == "negative":
-        context = np.full_like(context, Context.REMOVE)
-    elif strategy == "random":
-        context = rng.integers(0, 2, context.shape).astype(np.int32)
-    return {**batch, "context": context}
 
 
 def zoom_crops(
@@ -127,14 +108,9 @@ def segmenter_predictor(
         logits_fn = jax.jit(segmenter.predict_logits_fn(), compiler_options=options)
 
     def network(batch: dict[str, np.ndarray]) -> np.ndarray:
-        if input_kind == "context":
-            batch = apply_context_strategy(batch, context_strategy, rng)
-            if gesture_encoding == "clicks":  # "random": a coin per click, not per gesture
-                click_rng = rng if context_strategy == "random" else None
-                batch = encode_context_clicks(batch, click_rng=click_rng)
-            elif gesture_encoding == "box":
-                batch = encode_context_box(batch)
-        x = np.asarray(batch_to_input(batch, input_kind))
+        x = prompts.model_input(
+            batch, input_kind, gesture_encoding, strategy=context_strategy, rng=rng
+        )
         n = len(x)
         padded = min(batch_size, 1 << (n - 1).bit_length())  # few shapes, little waste
         if n < padded:

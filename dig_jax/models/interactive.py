@@ -2,8 +2,8 @@
 context baseline (click-model style inputs), on HRNet-18s (from scratch, the paper's backbone)
 or EfficientNet-Lite0 (ImageNet features, a light FPN decoder).
 
-Input tensors are built by `gesture_input` (6 channels) or `context_input` (7 channels); the
-first three channels are RGB in 0..255 and are normalised inside the module. The models know
+Input tensors are built by `dig_jax.prompts` (`gesture_input`, 6 channels; `context_input`, 7);
+the first three channels are RGB in 0..255 and are normalised inside the module. The models know
 nothing of gestures: the channels after RGB are "prompt maps".
 """
 
@@ -14,95 +14,14 @@ from typing import Any
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from dig_jax.cpu import Conv
-from dig_jax.models.efficientnet_lite import (
-    RGB_MEAN,
-    STEM_WIDTH,
-    EfficientNetLite,
-    normalize_rgb,
-)
+from dig_jax.models.efficientnet_lite import STEM_WIDTH, EfficientNetLite, normalize_rgb
 from dig_jax.models.heads import AuxHeads, FineHead, FPNHead, FusionHead, upsample_logits
 from dig_jax.models.hrnet import HRNet
 
-INPUT_CHANNELS = {"gesture": 6, "context": 7}
+INPUT_CHANNELS = {"gesture": 6, "context": 7}  # model input channels per input kind
 BACKBONES = ("hrnet18s", "efficientnet_lite0")
-CONTEXT_ENCODINGS = ("gesture", "clicks")
-
-
-def _channel(x: Any) -> jax.Array:
-    return jnp.asarray(x, jnp.float32)[..., None]
-
-
-def gesture_input(image: Any, gesture: Any, distance: Any, prev_mask: Any) -> jax.Array:
-    """Model input f32[..., H, W, 6] = RGB (0..255) | gesture {0,1} | distance [0,1] | prev {0,1}.
-
-    `image` uint8 or float in 0..255, shape [..., H, W, 3]; the maps are [..., H, W] (float maps,
-    e.g. soft rasterisations, are accepted).
-    """
-    image = jnp.asarray(image, jnp.float32)
-    return jnp.concatenate(
-        [image, _channel(gesture), _channel(distance), _channel(prev_mask)], axis=-1
-    )
-
-
-def context_input(
-    image: Any, positive: Any, negative: Any, box: Any | None, prev_mask: Any
-) -> jax.Array:
-    """Context-baseline input f32[..., H, W, 7] = RGB | positive | negative | box | prev mask.
-
-    `box` may be None (no box prompt: an all-zero channel).
-    """
-    image = jnp.asarray(image, jnp.float32)
-    box = jnp.zeros(image.shape[:-1], jnp.float32) if box is None else box
-    return jnp.concatenate(
-        [image, _channel(positive), _channel(negative), _channel(box), _channel(prev_mask)],
-        axis=-1,
-    )
-
-
-def padding_values(input_kind: str) -> np.ndarray:
-    """f32[C]: the value of each input channel on padding pixels (no image, no gesture).
-
-    RGB = the ImageNet mean (0 after normalisation), distance = 1.0 (farthest from the gesture),
-    every other map = 0 (unmarked, outside the previous mask).
-    """
-    if input_kind not in INPUT_CHANNELS:
-        raise ValueError(f"input_kind must be 'gesture' or 'context', got {input_kind!r}")
-    values = np.zeros(INPUT_CHANNELS[input_kind], np.float32)
-    values[:3] = np.asarray(RGB_MEAN, np.float32) * 255.0
-    if input_kind == "gesture":
-        values[4] = 1.0
-    return values
-
-
-def pad_input(x: Any, input_kind: str, stride: int = 32) -> Any:
-    """Pad model input x f32[..., H, W, C] at the bottom/right to multiples of `stride`.
-
-    Padding pixels hold `padding_values(input_kind)`; numpy in, numpy out (jax arrays give jax
-    arrays). The caller crops the logits back to [..., :H, :W].
-    """
-    if stride < 1:
-        raise ValueError(f"stride must be >= 1, got {stride}")
-    values = padding_values(input_kind)
-    if x.ndim < 3 or x.shape[-1] != len(values):
-        raise ValueError(
-            f"x must be f32[..., H, W, {len(values)}] for {input_kind!r} input, got {x.shape}"
-        )
-    height, width = x.shape[-3:-1]
-    padded = (
-        *x.shape[:-3],
-        -(-height // stride) * stride,
-        -(-width // stride) * stride,
-        x.shape[-1],
-    )
-    if isinstance(x, jax.Array):
-        out = jnp.broadcast_to(jnp.asarray(values), padded)
-        return out.at[..., :height, :width, :].set(x.astype(jnp.float32))
-    out = np.broadcast_to(values, padded).copy()
-    out[..., :height, :width, :] = x
-    return out
 
 
 class PromptStem(nn.Module):
@@ -223,101 +142,3 @@ def pretrained_variables(model_config: Any) -> dict[str, Any] | None:
 
     variables = imagenet_variables(None if source == "imagenet" else source)
     return {col: {"backbone": tree} for col, tree in backbone_variables(variables).items()}
-
-
-def batch_to_input(batch: dict[str, Any], input_kind: str) -> jax.Array:
-    """Model input from a batched Sample dict (jit-able).
-
-    Gesture models: RGB | gesture | distance/255 | prev_mask. Context models: the gesture map
-    goes to the positive (context ADD) or negative (REMOVE) channel, or, when the batch holds
-    host-encoded `positive`/`negative`/`box` maps (`encode_context_clicks`), those are used.
-    """
-    image, prev = batch["image"], batch["prev_mask"]
-    if input_kind == "gesture":
-        distance = jnp.asarray(batch["distance"], jnp.float32) / 255.0
-        return gesture_input(image, batch["gesture"], distance, prev)
-    if input_kind != "context":
-        raise ValueError(f"input_kind must be 'gesture' or 'context', got {input_kind!r}")
-    if "positive" in batch:
-        return context_input(image, batch["positive"], batch["negative"], batch["box"], prev)
-    gesture = jnp.asarray(batch["gesture"], jnp.float32)
-    add = (jnp.asarray(batch["context"]) == 1).astype(jnp.float32)[:, None, None]
-    return context_input(image, gesture * add, gesture * (1.0 - add), None, prev)
-
-
-def encode_context_clicks(
-    batch: dict[str, np.ndarray],
-    max_points: int = 24,
-    click_rng: np.random.Generator | None = None,
-) -> dict:
-    """Host-side: gestures as skeleton clicks (`to_clicks`) drawn as radius-5 disks into the
-    positive (ADD) or negative (REMOVE) map; rectangles go to the box channel as their outline.
-    With `click_rng` every click gets its own fair-coin context instead (DIG's "random"
-    strategy for click models: a person clicking at random, click by click).
-
-    Returns a copy of `batch` with uint8[B, H, W] maps `positive`, `negative`, `box`.
-    """
-    from dig_jax.gestures import BRUSH_RADIUS, Gesture, GestureKind, rasterize, to_clicks
-
-    gestures = np.asarray(batch["gesture"])
-    size = gestures.shape[1:3]
-    positive = np.zeros_like(gestures, dtype=np.uint8)
-    negative = np.zeros_like(positive)
-    box = np.zeros_like(positive)
-    for i, gesture_map in enumerate(gestures):
-        if int(batch["gesture_kind"][i]) == GestureKind.RECTANGLE:
-            box[i] = gesture_map > 0
-            continue
-        clicks = to_clicks(gesture_map, max_points=max_points)
-        if len(clicks) == 0:
-            continue
-        for point in clicks:
-            disk = rasterize(Gesture(GestureKind.CLICK, point[None], False), size, BRUSH_RADIUS)
-            add = int(click_rng.integers(2)) if click_rng is not None else int(batch["context"][i])
-            (positive if add == 1 else negative)[i] |= disk
-    return {**batch, "positive": positive, "negative": negative, "box": box}
-
-
-def gesture_map_box(gesture_map: np.ndarray, radius: float = 5) -> np.ndarray | None:
-    """Box f32[4] (pixel edges) of the gesture drawn as map {0,1}[H, W], or None if it is empty.
-
-    The marked pixels' extent [min, max] is shrunk by the brush: the box's outline points are
-    (min + radius - 0.5, max - radius + 0.5), boxed by `to_box`. This inverts the drawing of a
-    rectangle with integer edges exactly (a click gives the box of its pixel, as `to_box` does);
-    for other gestures it is the box of their points within half a pixel.
-    """
-    from dig_jax.gestures import Gesture, GestureKind, to_box
-
-    rows, cols = np.nonzero(gesture_map)
-    if len(rows) == 0:
-        return None
-    inset = radius - 0.5
-    lo = np.array([cols.min(), rows.min()], np.float32)
-    hi = np.array([cols.max(), rows.max()], np.float32)
-    centre = (lo + hi) / 2
-    crossed = hi - lo < 2 * inset  # marks narrower than the brush (clipped at the border)
-    corners = np.stack(
-        [np.where(crossed, centre, lo + inset), np.where(crossed, centre, hi - inset)]
-    )
-    return to_box(Gesture(GestureKind.RECTANGLE, corners, True))
-
-
-def encode_context_box(batch: dict[str, np.ndarray]) -> dict:
-    """Host-side: every gesture as its bounding box (`gesture_map_box`), drawn as a radius-5
-    rectangle outline into the box channel, as the training rectangles are; the positive and
-    negative maps stay empty (the context is not used). An empty gesture gives an empty box map.
-
-    Returns a copy of `batch` with uint8[B, H, W] maps `positive`, `negative`, `box`.
-    """
-    from dig_jax.gestures import BRUSH_RADIUS, Gesture, GestureKind, box_outline_points, rasterize
-
-    gestures = np.asarray(batch["gesture"])
-    size = gestures.shape[1:3]
-    box = np.zeros(gestures.shape, np.uint8)
-    for i, gesture_map in enumerate(gestures):
-        bounds = gesture_map_box(gesture_map, BRUSH_RADIUS)
-        if bounds is not None:
-            outline = Gesture(GestureKind.RECTANGLE, box_outline_points(bounds), True)
-            box[i] = rasterize(outline, size, BRUSH_RADIUS)
-    empty = np.zeros_like(box)
-    return {**batch, "positive": empty, "negative": empty.copy(), "box": box}

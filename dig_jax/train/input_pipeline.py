@@ -15,7 +15,7 @@ from scipy import ndimage
 
 from dig_jax.data.samples import SAMPLE_KEYS
 from dig_jax.gestures.types import BRUSH_RADIUS, Context, GestureKind
-from dig_jax.models.interactive import encode_context_clicks
+from dig_jax.prompts.encode import encode_context_clicks
 
 # Keys moved to the devices: the sample's arrays and the context encodings (ids stay behind).
 DEVICE_KEYS = (

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import optax
 
 from dig_jax import cpu
-from dig_jax.models.interactive import batch_to_input
+from dig_jax.prompts.encode import batch_to_input
 from dig_jax.train.losses import total_loss
 from dig_jax.train.state import TrainState
 

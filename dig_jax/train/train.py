@@ -36,12 +36,8 @@ from dig_jax.cpu import (
     train_compiler_options,
 )
 from dig_jax.evaluation.scores import format_rice_table, score_batch, summarize_scores
-from dig_jax.models.interactive import (
-    batch_to_input,
-    build_segmenter,
-    encode_context_clicks,
-    pretrained_variables,
-)
+from dig_jax.models.interactive import build_segmenter, pretrained_variables
+from dig_jax.prompts.encode import batch_to_input, encode_context_clicks
 from dig_jax.train import checkpointing
 from dig_jax.train.config import validate_config
 from dig_jax.train.evals import LoopEvaluators

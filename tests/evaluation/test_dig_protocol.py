@@ -18,7 +18,7 @@ from dig_jax.evaluation.protocol import load_dataset, nog_items
 from dig_jax.evaluation.tables import all_tables
 from dig_jax.evaluation.tables import main as tables_main
 from dig_jax.gestures import Gesture, GestureKind, rasterize
-from dig_jax.models.interactive import encode_context_clicks
+from dig_jax.prompts import encode_context_clicks
 
 
 @pytest.fixture(scope="module")

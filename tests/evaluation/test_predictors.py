@@ -18,7 +18,7 @@ from dig_jax.evaluation import segmenter_predictor
 from dig_jax.evaluation.predictors import zoom_crops
 from dig_jax.gestures import Gesture, GestureKind, box_outline_points, rasterize
 from dig_jax.models.efficientnet_lite import RGB_MEAN
-from dig_jax.models.interactive import encode_context_box, encode_context_clicks
+from dig_jax.prompts import encode_context_box, encode_context_clicks
 
 SIZE = 64  # the stand-in's working size
 

@@ -11,7 +11,7 @@ from dig_jax import prompts
 from dig_jax.export import LoadedSegmenter
 from dig_jax.gestures import Gesture, GestureKind, box_outline_points, rasterize, to_box
 from dig_jax.models.efficientnet_lite import RGB_MEAN, RGB_STD
-from dig_jax.models.interactive import (
+from dig_jax.prompts import (
     encode_context_box,
     gesture_input,
     gesture_map_box,

@@ -8,14 +8,8 @@ import numpy as np
 import pytest
 
 from dig_jax.models.heads import adaptive_max_pool
-from dig_jax.models.interactive import (
-    Segmenter,
-    batch_to_input,
-    build_segmenter,
-    context_input,
-    encode_context_clicks,
-    gesture_input,
-)
+from dig_jax.models.interactive import Segmenter, build_segmenter
+from dig_jax.prompts import batch_to_input, context_input, encode_context_clicks, gesture_input
 from dig_jax.train.config import TINY_BACKBONE, base_config
 
 

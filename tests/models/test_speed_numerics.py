@@ -66,7 +66,7 @@ def _variables(model, name: str):
 
 def _outputs(name: str) -> dict[str, np.ndarray]:
     """Eval logits, train-mode logits, loss and the gradient's global norm of a demo-size model."""
-    from dig_jax.models.interactive import batch_to_input
+    from dig_jax.prompts import batch_to_input
 
     config = _config(name)
     model = build_segmenter(config.model)

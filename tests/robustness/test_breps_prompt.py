@@ -9,13 +9,15 @@ import numpy as np
 import pytest
 
 from dig_jax.gestures import Gesture, GestureKind, soft_rasterize
-from dig_jax.robustness.breps.prompt_attack import (
+from dig_jax.prompts.soft import (
     click_indices,
-    control_weights,
     encode_points_context,
     encode_points_context_clicks,
     encode_points_gesture,
     points_encoder,
+)
+from dig_jax.robustness.breps.prompt_attack import (
+    control_weights,
     prompt_attack_batch,
     prompt_robustness,
 )

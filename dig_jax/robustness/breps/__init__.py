@@ -1,5 +1,12 @@
 """BREPS: human-plausible adversarial box prompts found by jax.grad, and their metrics."""
 
+from dig_jax.prompts.soft import (
+    box_encoder,
+    encode_box_context,
+    encode_box_context_add,
+    encode_box_gesture,
+    soft_box_fill,
+)
 from dig_jax.robustness.breps.attack import (
     AttackResult,
     attack_lr,
@@ -7,13 +14,6 @@ from dig_jax.robustness.breps.attack import (
     breps_attack_batch,
     project_box,
     soft_dice,
-)
-from dig_jax.robustness.breps.encode import (
-    box_encoder,
-    encode_box_context,
-    encode_box_context_add,
-    encode_box_gesture,
-    soft_box_fill,
 )
 from dig_jax.robustness.breps.prior import (
     BREPS_GAMMA,

@@ -221,7 +221,7 @@ def _sign(mode: str) -> jax.Array:
 
 
 def _default_encoder() -> EncodeBox:
-    from dig_jax.robustness.breps.encode import encode_box_gesture
+    from dig_jax.prompts.soft import encode_box_gesture
 
     return encode_box_gesture
 

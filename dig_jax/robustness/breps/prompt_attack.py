@@ -5,7 +5,8 @@ control displacements D_k (K = min(controls, N), spread evenly along the polylin
 interpolation between them, periodic when closed): p_i' = clip(p_i + Σ_k w_ik D_k) inside the
 image. The model sees soft_rasterize(p') and distance_map_jnp(p') (gesture model), or in its
 positive channel the soft map (context baseline trained on gesture maps) or soft discs at up to
-24 evenly spaced points (context baseline trained on skeleton clicks); see `points_encoder`.
+24 evenly spaced points (context baseline trained on skeleton clicks); see
+`dig_jax.prompts.soft.points_encoder`.
 
 Realism prior on the displacement (documented choice, no human data fitted yet): every control
 displacement is an isotropic Gaussian D_k ~ N(0, σ² I), σ = sigma_frac · √(area of the GT's
@@ -18,7 +19,7 @@ Loss = ±Dice(sigmoid(logits), GT) − λ · log p(D); Adam with the BREPS step 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -26,9 +27,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from dig_jax.cpu import train_compiler_options
-from dig_jax.gestures.types import BRUSH_RADIUS, Gesture, GestureKind
+from dig_jax.gestures.types import Gesture, GestureKind
 from dig_jax.metrics import tight_box
 from dig_jax.metrics.breps import breps_metrics
+from dig_jax.prompts.soft import EncodePoints, encode_points_gesture
 from dig_jax.robustness.breps.attack import (
     PredictLogits,
     attack_lr,
@@ -36,10 +38,6 @@ from dig_jax.robustness.breps.attack import (
     soft_dice,
 )
 from dig_jax.robustness.breps.search import HostSearch, SearchSetup
-
-# (points f32[N, 2], length i32, closed bool, image f32[H, W, 3]) -> model input f32[H, W, C]
-EncodePoints = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
-CONTEXT_MAX_CLICKS = 24  # skeleton clicks per gesture, as `encode_context_clicks`
 
 
 class PromptAttackResult(NamedTuple):
@@ -53,77 +51,6 @@ class PromptAttackResult(NamedTuple):
     trajectory: jax.Array
     ious: jax.Array
     losses: jax.Array
-
-
-def encode_points_gesture(
-    points: jax.Array, length: jax.Array, closed: jax.Array, image: jax.Array
-) -> jax.Array:
-    """Gesture-model input f32[H, W, 6]: RGB | soft gesture | analytic distance | zero prev."""
-    from dig_jax.gestures import distance_map_jnp, soft_rasterize
-    from dig_jax.models.interactive import gesture_input
-
-    shape = image.shape[:2]
-    soft = soft_rasterize(points, length, closed, shape, radius=float(BRUSH_RADIUS))
-    dist = distance_map_jnp(points, length, closed, shape, radius=float(BRUSH_RADIUS))
-    return gesture_input(image, soft, dist, jnp.zeros(shape, jnp.float32))
-
-
-def encode_points_context(
-    points: jax.Array, length: jax.Array, closed: jax.Array, image: jax.Array
-) -> jax.Array:
-    """Context-baseline input f32[H, W, 7]: the soft gesture in the positive (ADD) channel."""
-    from dig_jax.gestures import soft_rasterize
-    from dig_jax.models.interactive import context_input
-
-    shape = image.shape[:2]
-    soft = soft_rasterize(points, length, closed, shape, radius=float(BRUSH_RADIUS))
-    zeros = jnp.zeros(shape, jnp.float32)
-    return context_input(image, soft, zeros, None, zeros)
-
-
-def click_indices(length: jax.Array, n_points: int, max_clicks: int) -> jax.Array:
-    """i32[K], K = min(max_clicks, n_points): indices of K points evenly spaced (by index) along
-    the first `length` (traced) of `n_points` points, as `to_clicks` spaces its clicks."""
-    k = min(max_clicks, n_points)
-    last = jnp.maximum(jnp.asarray(length, jnp.float32) - 1.0, 0.0)
-    spread = jnp.arange(k, dtype=jnp.float32) / max(k - 1, 1)
-    return jnp.round(spread * last).astype(jnp.int32)
-
-
-def encode_points_context_clicks(
-    points: jax.Array, length: jax.Array, closed: jax.Array, image: jax.Array
-) -> jax.Array:
-    """Context-baseline input f32[H, W, 7] for models trained with `context_encoding="clicks"`:
-    soft radius-5 discs at up to 24 points evenly spaced along the gesture (the skeleton clicks
-    of `encode_context_clicks`) in the positive (ADD) channel; `closed` plays no part."""
-    from dig_jax.gestures import soft_rasterize
-    from dig_jax.models.interactive import context_input
-
-    shape = image.shape[:2]
-    clicks = points[click_indices(length, points.shape[0], CONTEXT_MAX_CLICKS)]
-
-    def disc(point: jax.Array) -> jax.Array:
-        return soft_rasterize(point[None], jnp.int32(1), False, shape, radius=float(BRUSH_RADIUS))
-
-    soft = jax.vmap(disc)(clicks).max(axis=0)
-    zeros = jnp.zeros(shape, jnp.float32)
-    return context_input(image, soft, zeros, None, zeros)
-
-
-def points_encoder(input_kind: str, context_encoding: str = "gesture") -> EncodePoints:
-    """The gesture encoder for a segmenter's `input_kind` ("gesture" or "context"); context
-    models trained with `context_encoding="clicks"` see discs at the points, those trained with
-    "gesture" the whole soft stroke (as `box_encoder` switches for boxes)."""
-    if input_kind == "gesture":
-        return encode_points_gesture
-    if input_kind != "context":
-        raise ValueError(f"input_kind must be 'gesture' or 'context', got {input_kind!r}")
-    encoders = {"gesture": encode_points_context, "clicks": encode_points_context_clicks}
-    if context_encoding not in encoders:
-        raise ValueError(
-            f"context_encoding must be 'clicks' or 'gesture', got {context_encoding!r}"
-        )
-    return encoders[context_encoding]
 
 
 def control_weights(length: int, n_max: int, controls: int, closed: bool) -> np.ndarray:

@@ -1,9 +1,12 @@
-"""Differentiable box encoders: box f32[4] (pixel edges) + image -> model input f32[H, W, C].
+"""Differentiable prompt encoders (`jnp`): a box f32[4] (pixel edges) or gesture points
+f32[N, 2] + image -> model input f32[H, W, C], for every input kind and context encoding.
 
 `encode_box_gesture` feeds the gesture-agnostic model exactly what a drawn rectangle gives it
 (soft-rasterised outline, its analytic distance map, no previous mask); `encode_box_context`
-feeds the context baseline its box channel (the same soft outline, as in
-`dig_jax.models.interactive.encode_context_clicks`). Both are differentiable w.r.t. the box.
+feeds the context baseline its box channel (the same soft outline, as
+`dig_jax.prompts.encode.encode_context_clicks` draws rectangles). The points encoders do the
+same for clicks, scribbles and lassos. All are differentiable w.r.t. the box or the points:
+the attacks (`dig_jax.robustness.breps`) take their gradients.
 """
 
 from __future__ import annotations
@@ -13,7 +16,13 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from dig_jax.gestures import box_outline_points, distance_map_jnp, soft_rasterize
 from dig_jax.gestures.types import BRUSH_RADIUS
+from dig_jax.prompts.encode import context_input, gesture_input
+
+# (points f32[N, 2], length i32, closed bool, image f32[H, W, 3]) -> model input f32[H, W, C]
+EncodePoints = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], jax.Array]
+CONTEXT_MAX_CLICKS = 24  # skeleton clicks per gesture, as `encode_context_clicks`
 
 OUTLINE_TEMPERATURE = 0.5  # px, softness of the rasterised outline (soft_rasterize default)
 
@@ -37,8 +46,6 @@ def box_outline_maps(
     temperature: float = OUTLINE_TEMPERATURE,
 ) -> tuple[jax.Array, jax.Array]:
     """Soft outline f32[H, W] in [0, 1] and distance map f32[H, W] in [0, 1] of a box gesture."""
-    from dig_jax.gestures import box_outline_points, distance_map_jnp, soft_rasterize
-
     points = box_outline_points(box)
     length = jnp.int32(points.shape[0])
     outline = soft_rasterize(points, length, True, shape, radius=radius, temperature=temperature)
@@ -51,8 +58,6 @@ def encode_box_gesture(
 ) -> jax.Array:
     """Gesture-agnostic model input f32[H, W, 6]: RGB | soft outline | distance | zero prev.
     `radius`: the brush in this image's pixels (5 px on the photo, scaled in a zoom crop)."""
-    from dig_jax.models.interactive import gesture_input
-
     shape = image.shape[:2]
     outline, distance = box_outline_maps(box, shape, radius)
     return gesture_input(image, outline, distance, jnp.zeros(shape, jnp.float32))
@@ -62,8 +67,6 @@ def encode_box_context(
     box: jax.Array, image: jax.Array, radius: float | jax.Array = BRUSH_RADIUS
 ) -> jax.Array:
     """Context-baseline input f32[H, W, 7]: RGB | 0 | 0 (no clicks) | soft outline | zero prev."""
-    from dig_jax.models.interactive import context_input
-
     shape = image.shape[:2]
     outline, _ = box_outline_maps(box, shape, radius)
     zeros = jnp.zeros(shape, jnp.float32)
@@ -75,8 +78,6 @@ def encode_box_context_add(
 ) -> jax.Array:
     """Context-baseline input f32[H, W, 7] for models trained with `context_encoding="gesture"`:
     the soft outline as an ADD gesture (positive channel), no box channel, zero prev."""
-    from dig_jax.models.interactive import context_input
-
     shape = image.shape[:2]
     outline, _ = box_outline_maps(box, shape, radius)
     zeros = jnp.zeros(shape, jnp.float32)
@@ -94,6 +95,68 @@ def box_encoder(
     if input_kind != "context":
         raise ValueError(f"input_kind must be 'gesture' or 'context', got {input_kind!r}")
     encoders = {"clicks": encode_box_context, "gesture": encode_box_context_add}
+    if context_encoding not in encoders:
+        raise ValueError(
+            f"context_encoding must be 'clicks' or 'gesture', got {context_encoding!r}"
+        )
+    return encoders[context_encoding]
+
+
+def encode_points_gesture(
+    points: jax.Array, length: jax.Array, closed: jax.Array, image: jax.Array
+) -> jax.Array:
+    """Gesture-model input f32[H, W, 6]: RGB | soft gesture | analytic distance | zero prev."""
+    shape = image.shape[:2]
+    soft = soft_rasterize(points, length, closed, shape, radius=float(BRUSH_RADIUS))
+    dist = distance_map_jnp(points, length, closed, shape, radius=float(BRUSH_RADIUS))
+    return gesture_input(image, soft, dist, jnp.zeros(shape, jnp.float32))
+
+
+def encode_points_context(
+    points: jax.Array, length: jax.Array, closed: jax.Array, image: jax.Array
+) -> jax.Array:
+    """Context-baseline input f32[H, W, 7]: the soft gesture in the positive (ADD) channel."""
+    shape = image.shape[:2]
+    soft = soft_rasterize(points, length, closed, shape, radius=float(BRUSH_RADIUS))
+    zeros = jnp.zeros(shape, jnp.float32)
+    return context_input(image, soft, zeros, None, zeros)
+
+
+def click_indices(length: jax.Array, n_points: int, max_clicks: int) -> jax.Array:
+    """i32[K], K = min(max_clicks, n_points): indices of K points evenly spaced (by index) along
+    the first `length` (traced) of `n_points` points, as `to_clicks` spaces its clicks."""
+    k = min(max_clicks, n_points)
+    last = jnp.maximum(jnp.asarray(length, jnp.float32) - 1.0, 0.0)
+    spread = jnp.arange(k, dtype=jnp.float32) / max(k - 1, 1)
+    return jnp.round(spread * last).astype(jnp.int32)
+
+
+def encode_points_context_clicks(
+    points: jax.Array, length: jax.Array, closed: jax.Array, image: jax.Array
+) -> jax.Array:
+    """Context-baseline input f32[H, W, 7] for models trained with `context_encoding="clicks"`:
+    soft radius-5 discs at up to 24 points evenly spaced along the gesture (the skeleton clicks
+    of `encode_context_clicks`) in the positive (ADD) channel; `closed` plays no part."""
+    shape = image.shape[:2]
+    clicks = points[click_indices(length, points.shape[0], CONTEXT_MAX_CLICKS)]
+
+    def disc(point: jax.Array) -> jax.Array:
+        return soft_rasterize(point[None], jnp.int32(1), False, shape, radius=float(BRUSH_RADIUS))
+
+    soft = jax.vmap(disc)(clicks).max(axis=0)
+    zeros = jnp.zeros(shape, jnp.float32)
+    return context_input(image, soft, zeros, None, zeros)
+
+
+def points_encoder(input_kind: str, context_encoding: str = "gesture") -> EncodePoints:
+    """The gesture encoder for a segmenter's `input_kind` ("gesture" or "context"); context
+    models trained with `context_encoding="clicks"` see discs at the points, those trained with
+    "gesture" the whole soft stroke (as `box_encoder` switches for boxes)."""
+    if input_kind == "gesture":
+        return encode_points_gesture
+    if input_kind != "context":
+        raise ValueError(f"input_kind must be 'gesture' or 'context', got {input_kind!r}")
+    encoders = {"gesture": encode_points_context, "clicks": encode_points_context_clicks}
     if context_encoding not in encoders:
         raise ValueError(
             f"context_encoding must be 'clicks' or 'gesture', got {context_encoding!r}"

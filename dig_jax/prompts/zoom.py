@@ -1,5 +1,5 @@
-"""One place that turns a prompt on a photo of any size into model input, and the model's logits
-back into a full-size mask: RITM's zoom-in, made context- and gesture-kind-free.
+"""The zoom-in: a prompt on a photo of any size into an S×S crop, and the model's logits back
+into a full-size mask: RITM's zoom-in, made context- and gesture-kind-free.
 
 A segmenter runs at one working resolution S (its `image_size`). For every prompt a square
 `ZoomBox` in image pixels is chosen from the prompt's geometry alone (`zoom_box`):
