@@ -90,16 +90,21 @@ def box_encoder(
     """The box encoder for a segmenter's `input_kind` ("gesture" or "context"); context models
     trained with `context_encoding="clicks"` read boxes from the box channel, those trained with
     "gesture" read every gesture (rectangles included) from the positive/negative channels."""
+    context = {"clicks": encode_box_context, "gesture": encode_box_context_add}
+    return _pick(input_kind, context_encoding, encode_box_gesture, context)
+
+
+def _pick(input_kind: str, context_encoding: str, gesture: Callable, context: dict) -> Callable:
+    """`gesture` for gesture models, `context[context_encoding]` for context baselines."""
     if input_kind == "gesture":
-        return encode_box_gesture
+        return gesture
     if input_kind != "context":
         raise ValueError(f"input_kind must be 'gesture' or 'context', got {input_kind!r}")
-    encoders = {"clicks": encode_box_context, "gesture": encode_box_context_add}
-    if context_encoding not in encoders:
+    if context_encoding not in context:
         raise ValueError(
             f"context_encoding must be 'clicks' or 'gesture', got {context_encoding!r}"
         )
-    return encoders[context_encoding]
+    return context[context_encoding]
 
 
 def encode_points_gesture(
@@ -152,13 +157,5 @@ def points_encoder(input_kind: str, context_encoding: str = "gesture") -> Encode
     """The gesture encoder for a segmenter's `input_kind` ("gesture" or "context"); context
     models trained with `context_encoding="clicks"` see discs at the points, those trained with
     "gesture" the whole soft stroke (as `box_encoder` switches for boxes)."""
-    if input_kind == "gesture":
-        return encode_points_gesture
-    if input_kind != "context":
-        raise ValueError(f"input_kind must be 'gesture' or 'context', got {input_kind!r}")
-    encoders = {"gesture": encode_points_context, "clicks": encode_points_context_clicks}
-    if context_encoding not in encoders:
-        raise ValueError(
-            f"context_encoding must be 'clicks' or 'gesture', got {context_encoding!r}"
-        )
-    return encoders[context_encoding]
+    context = {"gesture": encode_points_context, "clicks": encode_points_context_clicks}
+    return _pick(input_kind, context_encoding, encode_points_gesture, context)
