@@ -1,7 +1,7 @@
 """BREPS box-robustness evaluation of exported segmenters on benchmark folders.
 
 python -m dig_jax.attack --checkpoint runs/dig/segmenter.digjax --datasets grabcut,berkeley \
-    --out results/ [--steps 50 --batch 4 --limit N --user-boxes ROOT]
+    [--out results/attack --steps 50 --batch-size 4 --limit N --user-boxes ROOT]
 
 Writes `<out>/breps.json` (metrics, per-instance IoUs and boxes, skipped items) and
 `<out>/breps.md` (IoU-Tight / Min / Max / Δ per dataset and model), and prints the table.
@@ -17,6 +17,7 @@ import json
 import sys
 from pathlib import Path
 
+from dig_jax.cli_args import add_limit, add_out, add_progress, print_written
 from dig_jax.paths import checkpoint_name, data_root
 
 
@@ -34,32 +35,37 @@ def main(argv: list[str] | None = None) -> int:
         default="grabcut,berkeley",
         help="comma-separated folder names under the data root, or paths",
     )
-    parser.add_argument("--out", type=Path, default=Path("results"))
+    add_out(parser, "attack")
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument(
+        "--working-size",
         "--size",
+        dest="size",
         type=int,
         default=None,
         help="zoom-crop side in px (multiple of 32; default: the model's working size)",
     )
-    parser.add_argument("--batch", type=int, default=4, help="instances attacked at once (vmap)")
+    parser.add_argument(
+        "--batch-size", "--batch", dest="batch", type=int, default=4,
+        help="instances attacked at once (vmap)",
+    )  # fmt: skip
     parser.add_argument("--lam", type=float, default=0.1, help="weight of the realism prior")
     parser.add_argument("--lr-mult", type=float, default=9.0)
-    parser.add_argument("--limit", type=int, default=None, help="instances per dataset")
+    add_limit(parser, "instances")
     parser.add_argument(
         "--user-boxes",
         type=Path,
         default=None,
         help="also evaluate a BREPS-layout folder of real user boxes",
     )
-    parser.add_argument("--no-progress", action="store_true")
+    add_progress(parser)
     args = parser.parse_args(argv)
     if args.size is not None and (args.size < 32 or args.size % 32):
         parser.error(
-            f"--size must be a positive multiple of 32 (the backbone's stride), got {args.size}"
+            f"--working-size must be a positive multiple of 32 (the stride), got {args.size}"
         )
     if args.batch < 1:
-        parser.error(f"--batch must be >= 1, got {args.batch}")
+        parser.error(f"--batch-size must be >= 1, got {args.batch}")
     if args.limit is not None and args.limit < 0:
         parser.error(f"--limit must be >= 0, got {args.limit}")
     if not args.lr_mult > 0:
@@ -145,6 +151,7 @@ def run(args: argparse.Namespace, roots: list[Path]) -> int:
     table = breps_table(rows)
     write_text_atomic(args.out / "breps.md", table + "\n")
     print(table)
+    print_written([args.out / "breps.json", args.out / "breps.md"])
     return 0
 
 

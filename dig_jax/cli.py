@@ -5,6 +5,13 @@ dig-jax evaluate --checkpoint FILE.digjax --datasets grabcut,berkeley
 dig-jax attack --checkpoint FILE.digjax --datasets grabcut,berkeley
 dig-jax build --source grabcut --out build/dig
 dig-jax demo --port 8000
+dig-jax predict --image photo.jpg --points "120,80" --out mask.png
+dig-jax export workdirs/run --out run.digjax     # any saved step of a training workdir
+dig-jax curves workdirs/run                      # loss / lr / validation curves (PNG)
+dig-jax tables results/a/metrics.json results/b/metrics.json --out results/all
+
+Every command takes --help; flags mean the same everywhere (`dig_jax.cli_args`) and each
+command ends by printing the paths it wrote.
 """
 
 from __future__ import annotations
@@ -20,6 +27,10 @@ COMMANDS = {
     "build": "dig_jax.data.build",
     "notebooks": "dig_jax.notebooks",
     "demo": "dig_jax.demo.__main__",
+    "predict": "dig_jax.predict",
+    "export": "dig_jax.train.export_step",
+    "curves": "dig_jax.train.curves",
+    "tables": "dig_jax.evaluation.tables",
 }
 
 

@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dig_jax.cli_args import add_out, print_written
 from dig_jax.evaluation import (
     CONTEXT_STRATEGIES,
     GESTURE_ENCODINGS,
@@ -46,7 +47,7 @@ from dig_jax.paths import checkpoint_name
 
 def predictor_names(args: argparse.Namespace) -> list[str]:
     """Model files and peer names from --checkpoint and --predictor, in order, no repeats."""
-    names = [args.checkpoint] if args.checkpoint else []
+    names = [str(c) for c in args.checkpoint or []]
     names += [p for p in (args.predictor or "").split(",") if p]
     return list(dict.fromkeys(names))
 
@@ -109,7 +110,10 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--checkpoint", default="", help="an exported .digjax segmenter file")
+    parser.add_argument(
+        "--checkpoint", action="append", default=[],
+        help="an exported .digjax segmenter file (repeat for several)",
+    )  # fmt: skip
     parser.add_argument(
         "--predictor", default="", help=f"comma list of .digjax files and peers {PEERS}"
     )
@@ -135,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--gallery", type=int, default=0, help="draw N photos x kinds per predictor (PNG)"
     )
-    parser.add_argument("--out", default="results/eval")
+    add_out(parser, "evaluate")
     args = parser.parse_args(argv)
     check_args(parser, args)
     try:
@@ -215,6 +219,7 @@ def write_results(args: argparse.Namespace, evals: dict, results: dict, skipped:
         "skipped": skipped,
     }
     write_text_atomic(out_dir / "metrics.json", json.dumps(payload, indent=1, default=str))
+    print_written([out_dir / "tables.md", out_dir / "metrics.json"])
 
 
 if __name__ == "__main__":

@@ -1,13 +1,19 @@
-"""Execute the jupytext notebooks in notebooks/ and write the executed .ipynb beside them.
+"""Execute the jupytext notebooks in notebooks/ into executed .ipynb files and figures.
 
-python -m dig_jax.notebooks [01_gestures 05_breps ...]   (all when none is named)
+python -m dig_jax.notebooks [01_gestures 05_breps ...] [--out results/notebooks]
+
+All run when none is named; an unknown name is an error. The executed notebooks go to `--out`
+and their figures to `--out`/figures (`DIG_JAX_FIGURES`); nothing is written into notebooks/.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+
+from dig_jax.cli_args import add_out, print_written
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 
@@ -32,15 +38,23 @@ def run_notebook(path: Path, timeout: int = 900, output_dir: Path | None = None)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("names", nargs="*", help="notebook stems; all when empty")
+    add_out(parser, "notebooks")
     args = parser.parse_args(argv)
     paths = sorted(NOTEBOOK_DIR.glob("[0-9]*.py"))
+    unknown = sorted(set(args.names) - {p.stem for p in paths})
+    if unknown:
+        parser.error(f"no notebook named {unknown}; there are {[p.stem for p in paths]}")
     if args.names:
         paths = [p for p in paths if p.stem in args.names]
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ["DIG_JAX_FIGURES"] = str(out / "figures")  # the kernels inherit it
     for path in paths:
         print(f"running {path.name} ...", flush=True)
-        print(f"  wrote {run_notebook(path)}")
+        print_written([run_notebook(path, output_dir=out)])
+    print_written([out / "figures"])
     return 0
 
 

@@ -69,3 +69,11 @@ def has_data(name: str | None = None) -> bool:
     if name:
         return dataset_dir(name).is_dir()
     return any(root.is_dir() for root in data_roots())
+
+
+def figures_dir() -> Path:
+    """Where notebooks and scripts save figures: `DIG_JAX_FIGURES` (set by `dig-jax notebooks
+    --out DIR` to DIR/figures), else `results/figures` under the working folder; created."""
+    path = Path(os.environ.get("DIG_JAX_FIGURES") or "results/figures")
+    path.mkdir(parents=True, exist_ok=True)
+    return path

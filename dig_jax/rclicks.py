@@ -26,6 +26,15 @@ from typing import Any
 
 import numpy as np
 
+from dig_jax.cli_args import (
+    add_batch_size,
+    add_limit,
+    add_max_side,
+    add_out,
+    add_progress,
+    add_seed,
+    print_written,
+)  # fmt: skip
 from dig_jax.paths import checkpoint_name
 
 
@@ -39,15 +48,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--map", default="dt", help="clickability map: ud, dt, sm, or a clickability model file"
     )
-    parser.add_argument("--out", type=Path, default=Path("results/rclicks"))
-    parser.add_argument("--limit", type=int, default=None, help="first N instances per dataset")
-    parser.add_argument("--max-side", type=int, default=None, help="shrink photos to this side")
+    add_out(parser, "rclicks")
+    add_limit(parser, "instances")
+    add_max_side(parser)
     parser.add_argument("--clicks", type=int, default=20, help="clicks per trajectory")
     parser.add_argument("--chunk", type=int, default=8, help="instances run together")
-    parser.add_argument("--batch-size", type=int, default=8, help="network batch")
-    parser.add_argument("--seed", type=int, default=0)
+    add_batch_size(parser, 8)
+    add_seed(parser)
     parser.add_argument("--no-figure", action="store_true")
-    parser.add_argument("--no-progress", action="store_true")
+    add_progress(parser)
     args = parser.parse_args(argv)
     checks = {
         "--limit": args.limit is None or args.limit >= 0,
@@ -186,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         first = next(items for items in datasets.values() if items)[0]
         write_figure(args.out / "groups.png", first, args.map_fn, args.seed)
     print(text)
+    written = [args.out / "rclicks.md", args.out / "rclicks.json"]
+    print_written(written + ([] if args.no_figure else [args.out / "groups.png"]))
     return 0
 
 

@@ -36,10 +36,10 @@ from dig_jax.gestures import (
     simulate_creation,
     soft_rasterize,
 )
-from dig_jax.paths import data_root, has_data
+from dig_jax.paths import data_root, figures_dir, has_data
 
 ROOT = Path(dig_jax.__file__).resolve().parents[1]
-FIGURES = ROOT / "results" / "figures"
+FIGURES = figures_dir()
 
 # %% [markdown]
 # ## The three rasterisers on one synthetic target

@@ -21,7 +21,6 @@
 # `dig_jax.paths.data_root()` holds them; otherwise the procedural scenes stand in.
 
 # %%
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -36,11 +35,10 @@ from dig_jax.data import (
 from dig_jax.data.sources import benchmark_folder, bsds_regions, resize_loaded
 from dig_jax.gestures.types import Context, GestureKind
 from dig_jax.metrics import iou
-from dig_jax.paths import data_root, has_data
+from dig_jax.paths import data_root, figures_dir, has_data
 
 SIZE = (256, 256)
-FIGURES = Path("results/figures")  # figures are also saved here (git-ignored)
-FIGURES.mkdir(parents=True, exist_ok=True)
+FIGURES = figures_dir()  # results/figures, or DIG_JAX_FIGURES
 if has_data("bsds500_regions") and has_data("coco_mval"):
     records = bsds_regions(data_root() / "bsds500_regions", annotators="first")[:3]
     records += benchmark_folder(data_root() / "coco_mval")[:60:2]  # occluded objects: parts

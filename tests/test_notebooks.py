@@ -22,6 +22,7 @@ NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("[0-9]*.py"))
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs(path: Path, tmp_path: Path, tiny_checkpoint: Path, monkeypatch):
     monkeypatch.setenv("DIG_JAX_CHECKPOINT", str(tiny_checkpoint))  # the kernel inherits it
+    monkeypatch.setenv("DIG_JAX_FIGURES", str(tmp_path / "figures"))  # not into the checkout
     # The kernel shares the suite's persistent compile cache: a warm run skips its compiles.
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", jax.config.jax_compilation_cache_dir)
     monkeypatch.setenv(

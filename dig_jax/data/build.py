@@ -287,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(format_summary(table))
+    print(f"wrote {args.out}")
     if args.tfds_dir:
         from dig_jax.data.tfds_builder import DigSamples  # imports tensorflow_datasets
 

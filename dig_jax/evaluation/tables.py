@@ -135,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_text_atomic(out / "tables.md", text + "\n")
         merged = {"sources": list(args.metrics), "results": results}
         write_text_atomic(out / "metrics.json", json.dumps(merged, indent=1, default=str))
+        print(f"wrote {out / 'tables.md'}\nwrote {out / 'metrics.json'}")
     return 0
 
 

@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="PNG path (default <workdir>/curves.png)")
     args = parser.parse_args(argv)
     out = args.out or str(Path(args.workdir) / "curves.png")
-    print(plot_curves(Path(args.workdir) / "metrics.jsonl", out))
+    print(f"wrote {plot_curves(Path(args.workdir) / 'metrics.jsonl', out)}")
     return 0
 
 

@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         path, step = export_step(args.workdir, args.step, args.out)
     except ValueError as error:
         parser.error(str(error))
-    print(f"exported step {step} to {path}")
+    print(f"exported step {step}")
+    print(f"wrote {path}")
     return 0
 
 

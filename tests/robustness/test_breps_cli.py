@@ -60,12 +60,12 @@ def test_attack_cli_end_to_end(tmp_path, tiny_checkpoint):
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--batch", "0"], "--batch must be >= 1"),
+        (["--batch", "0"], "--batch-size must be >= 1"),
         (["--limit", "-1"], "--limit must be >= 0"),
         (["--steps", "0"], "--steps must be >= 1"),
         (["--lr-mult", "0"], "--lr-mult must be > 0"),
         (["--lam", "-1"], "--lam must be >= 0"),
-        (["--size", "0"], "--size must be a positive multiple of 32"),
+        (["--size", "0"], "--working-size must be a positive multiple of 32"),
         ([], "is not a file"),
     ],
 )
