@@ -1,9 +1,12 @@
 """Export a segmenter file from any saved step of a training workdir (e.g. while it still runs).
 
 python -m dig_jax.train.export_step workdirs/lite_dataaug_offline [--step 12000] [--out F.digjax]
+    [--set predict.focus_pass=true]
 
 Reads `<workdir>/config.json` and the orbax checkpoint of `--step` (default: the newest),
 and writes params + BatchNorm statistics with the config, as the end of training does.
+`--set KEY=VALUE` (repeatable; VALUE is JSON, else a string) changes an inference setting of
+the exported config, e.g. the focus pass of `predict`.
 """
 
 from __future__ import annotations
@@ -23,8 +26,38 @@ from dig_jax.train import checkpointing
 from dig_jax.train.state import make_optimizer
 
 
-def export_step(workdir: str | Path, step: int | None = None, out: str | Path | None = None):
-    """Write the segmenter of `step` (None = newest) of `workdir`; returns (path, step)."""
+def parse_setting(text: str) -> tuple[str, object]:
+    """'a.b=VALUE' -> ('a.b', VALUE parsed as JSON, else the string); ValueError if no '='."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"--set needs KEY=VALUE, got {text!r}")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    return key.strip(), value
+
+
+def apply_settings(config: ml_collections.ConfigDict, settings: dict[str, object]) -> None:
+    """Set dotted `settings` in `config`, creating sub-dicts (e.g. `predict`) as needed."""
+    for key, value in settings.items():
+        *parents, leaf = key.split(".")
+        node = config
+        for name in parents:
+            if name not in node:
+                node[name] = ml_collections.ConfigDict()
+            node = node[name]
+        node[leaf] = value
+
+
+def export_step(
+    workdir: str | Path,
+    step: int | None = None,
+    out: str | Path | None = None,
+    settings: dict[str, object] | None = None,
+):
+    """Write the segmenter of `step` (None = newest) of `workdir`, with `settings` applied to
+    its config; returns (path, step)."""
     import orbax.checkpoint as ocp
 
     from dig_jax.train.train import init_state
@@ -34,6 +67,7 @@ def export_step(workdir: str | Path, step: int | None = None, out: str | Path | 
     if not config_path.is_file():
         raise ValueError(f"workdir {workdir} has no config.json")
     config = ml_collections.ConfigDict(json.loads(config_path.read_text()))
+    apply_settings(config, settings or {})
     model = build_segmenter(config.model)
     tx = make_optimizer(config.optim, config.total_steps)
     shape = (1, config.image_size, config.image_size, model.in_channels)
@@ -59,9 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("workdir")
     parser.add_argument("--step", type=int, default=None)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--set", action="append", default=[], help="KEY=VALUE in the config")
     args = parser.parse_args(argv)
     try:
-        path, step = export_step(args.workdir, args.step, args.out)
+        settings = dict(parse_setting(text) for text in args.set)
+        path, step = export_step(args.workdir, args.step, args.out, settings)
     except ValueError as error:
         parser.error(str(error))
     print(f"exported step {step}")

@@ -194,3 +194,21 @@ def test_all_bad_data_source_stops_training_with_the_reasons(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "source 'bad' gave no valid sample in 200 tries" in err and "mask size" in err
     assert not (tmp_path / "w" / "segmenter.digjax").exists()
+
+
+def test_export_step_writes_a_saved_step_with_settings(workdir, capsys):
+    """`dig-jax export WORKDIR --set predict.focus_pass=true`: the newest step as a segmenter
+    whose config carries the setting; a bad --set or step is a one-line error."""
+    from dig_jax.export import load_segmenter
+    from dig_jax.train import export_step
+
+    out = workdir / "exported.digjax"
+    argv = [str(workdir), "--out", str(out), "--set", "predict.focus_pass=true"]
+    assert export_step.main(argv) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    seg = load_segmenter(out)
+    assert seg.focus_pass is True
+    for bad, message in ((["--set", "no_equals"], "KEY=VALUE"), (["--step", "999"], "step 999")):
+        with pytest.raises(SystemExit):
+            export_step.main([str(workdir), "--out", str(workdir / "x.digjax"), *bad])
+        assert message in capsys.readouterr().err
