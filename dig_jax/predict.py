@@ -39,19 +39,10 @@ def parse_points(text: str) -> np.ndarray:
 
 
 def gesture_from_points(pts: np.ndarray, shape: tuple[int, int], closed: bool) -> np.ndarray:
-    """Points [N, 2] (x, y) -> gesture map uint8[H, W] {0,1} (radius-5 brush)."""
-    from dig_jax.gestures import Gesture, GestureKind, rasterize
+    """Points [N, 2] (x, y) -> gesture map uint8[H, W] {0,1} (`dig_jax.gestures.stroke_map`)."""
+    from dig_jax.gestures import stroke_map
 
-    if closed and len(pts) < 3:
-        raise ValueError("--closed needs at least 3 points (a lasso)")
-    kind = GestureKind.CLICK if len(pts) == 1 else GestureKind.SCRIBBLE
-    if closed:
-        kind = GestureKind.LOOSE_LASSO
-    gesture = rasterize(Gesture(kind, pts, closed=closed), shape)
-    if not gesture.any():
-        h, w = shape
-        raise ValueError(f"the gesture does not touch the {w}×{h} photo")
-    return gesture
+    return stroke_map(pts, shape, closed=closed)
 
 
 def read_mask_file(path: Path, shape: tuple[int, int], what: str) -> np.ndarray:

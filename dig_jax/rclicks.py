@@ -152,7 +152,7 @@ def evaluate_model(
         }  # fmt: skip
         print(f"{label} {spec}: {len(items)} instances in {seconds:.0f} s", file=sys.stderr)
     header = f"### {label} ({seg.input_kind} input, {args.map_name} map, {args.clicks} clicks)"
-    return header + "\n\n" + rclicks_table(rows), results
+    return header + "\n\n" + rclicks_table(rows, max_clicks=args.clicks), results
 
 
 def main(argv: list[str] | None = None) -> int:

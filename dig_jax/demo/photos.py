@@ -19,7 +19,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from dig_jax.gestures import Gesture, GestureKind, rasterize
+from dig_jax import gestures
 
 MAX_SIDE = 1024  # px: longer photos are downscaled to this long side on upload
 MAX_PIXELS = 100_000_000  # uploads above this many pixels are refused before decoding
@@ -141,27 +141,16 @@ def decode_mask(data_url: str, shape: tuple[int, int]) -> np.ndarray:
 def stroke_map(points: Any, shape: tuple[int, int]) -> np.ndarray:
     """One stroke, as drawn, -> gesture map uint8[H, W] {0,1}.
 
-    `points`: [[x, y], ...] in photo pixels (x = column, y = row, pixel centres at integers),
-    in drawing order. The stroke is rasterised as an open polyline (one point: a dot) with the
-    radius-5 disc brush of `dig_jax.gestures` — exactly what the page paints. The kind given to
-    `Gesture` only picks this rasterisation; the model is never told a kind. ValueError for an
-    empty or malformed stroke, or one that does not touch the photo.
+    `points`: [[x, y], ...] in photo pixels, in drawing order: an open polyline (one point: a
+    dot) with the radius-5 disc brush (`dig_jax.gestures.stroke_map`), exactly what the page
+    paints; the model is never told a kind. ValueError for an empty, too long or malformed
+    stroke, or one that does not touch the photo.
     """
     if not isinstance(points, list | tuple) or len(points) == 0:
         raise ValueError("empty stroke: draw on the photo (press, move, release)")
     if len(points) > MAX_POINTS:
         raise ValueError(f"the stroke has {len(points)} points; the limit is {MAX_POINTS}")
-    try:
-        pts = np.asarray(points, np.float64)
-    except (TypeError, ValueError):
-        pts = np.empty((0,))
-    if pts.ndim != 2 or pts.shape[1] != 2 or not np.isfinite(pts).all():
-        raise ValueError("a stroke must be a list of [x, y] pairs of finite numbers")
-    kind = GestureKind.CLICK if len(pts) == 1 else GestureKind.SCRIBBLE
-    gesture = rasterize(Gesture(kind, pts.astype(np.float32), closed=False), shape)
-    if not gesture.any():
-        raise ValueError("the stroke does not touch the photo")
-    return gesture
+    return gestures.stroke_map(points, shape)
 
 
 def example_photos(n: int = 4, max_side: int = MAX_SIDE) -> list[tuple[Photo, dict]]:

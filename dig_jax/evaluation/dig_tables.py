@@ -27,7 +27,7 @@ def score_samples(
     predictions on `samples`: rice_local, rice_global, iou_local, iou_global, each at the
     sample's own resolution; `predict` gets `batch_size` samples at a time."""
     rows = []
-    with tqdm(total=total, desc=desc, unit="sample", leave=False, disable=not progress) as bar:
+    with tqdm(total=total, desc=desc, unit="sample", disable=not progress) as bar:
         for chunk in chunks(samples, batch_size):
             preds = predict(chunk)
             rows.extend(score_sample(p, s) for p, s in zip(preds, chunk, strict=True))

@@ -135,7 +135,7 @@ class Iterative:
                 items, masks = self._items(instances, start)
                 if not items:
                     continue
-                for kind in tqdm(kinds, desc=f"{spec} NoG {start}", leave=False,
+                for kind in tqdm(kinds, desc=f"{spec} NoG {start}",
                                  disable=not self.progress):  # fmt: skip
                     out = nog(
                         self.predict, items, kind, thresholds=self.thresholds, seed=self.seed,

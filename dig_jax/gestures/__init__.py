@@ -9,6 +9,7 @@ from dig_jax.gestures.raster import (
     rasterize,
     rasterize_batch,
     rasterize_many,
+    stroke_map,
 )
 from dig_jax.gestures.simulate import simulate_creation, simulate_many, simulate_refinement
 from dig_jax.gestures.soft import distance_map_jnp, polyline_distance, soft_rasterize
@@ -32,6 +33,7 @@ __all__ = [
     "simulate_many",
     "simulate_refinement",
     "soft_rasterize",
+    "stroke_map",
     "to_box",
     "to_clicks",
 ]

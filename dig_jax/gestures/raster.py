@@ -140,6 +140,40 @@ _EDGE_EPS = 1e-4
 _MIN_INTERVAL_RADIUS = 1e-3
 
 
+def stroke_map(
+    points: object, shape: Sequence[int], *, closed: bool = False, radius: float = BRUSH_RADIUS
+) -> np.ndarray:
+    """What a person drew -> gesture map uint8[H, W] {0, 1}, without a gesture kind.
+
+    `points`: [[x, y], ...] in photo pixels (x = column, y = row, pixel centres at integers) in
+    drawing order. One point is a dot, several an open polyline, `closed` joins the last point
+    back to the first (a lasso, at least 3 points); drawn with the disc brush of `radius` px.
+    No kind is inferred or needed: the models are gesture-agnostic. ValueError, naming the
+    problem, for an empty, malformed or non-finite stroke, or one that misses the photo.
+    """
+    if points is None or (hasattr(points, "__len__") and len(points) == 0):
+        raise ValueError("empty stroke: give at least one [x, y] point")
+    try:
+        pts = np.asarray(points, np.float64)
+    except (TypeError, ValueError):
+        raise ValueError("a stroke is a list of [x, y] pairs of numbers") from None
+    if pts.ndim != 2 or pts.shape[1] != 2:
+        raise ValueError(f"a stroke is a list of [x, y] pairs, got shape {pts.shape}")
+    if not np.isfinite(pts).all():
+        raise ValueError("a stroke is a list of [x, y] pairs of finite numbers (NaN or inf seen)")
+    if closed and len(pts) < 3:
+        raise ValueError(f"a closed stroke (lasso) needs at least 3 points, got {len(pts)}")
+    if closed:
+        kind = GestureKind.LOOSE_LASSO
+    else:
+        kind = GestureKind.CLICK if len(pts) == 1 else GestureKind.SCRIBBLE
+    gesture = rasterize(Gesture(kind, pts.astype(np.float32), closed=closed), shape, radius)
+    if not gesture.any():
+        h, w = shape[:2]
+        raise ValueError(f"the stroke does not touch the {w}×{h} photo")
+    return gesture
+
+
 def rasterize(gesture: Gesture, shape: Sequence[int], radius: float = BRUSH_RADIUS) -> np.ndarray:
     """uint8[H, W] in {0, 1}: 1 where the brush covers the pixel centre (host path, exact).
 

@@ -223,11 +223,16 @@ class RClicksTally:
 
 
 def rclicks_table(
-    rows: Mapping[str, Mapping[str, float]], threshold: float = 0.90, digits: int = 2
+    rows: Mapping[str, Mapping[str, float]],
+    threshold: float = 0.90,
+    digits: int = 2,
+    max_clicks: int | None = None,
 ) -> str:
     """Markdown table in the RClicks layout (Table 4 + NSR) from `RClicksTally.compute()`
     results keyed by row label (e.g. the dataset): Sample NoC@t ± std, Base NoC@t, ΔSB, ΔGR,
-    ΔHH (in %), IoU-AUC of the groups (± std over groups) and of the baseline, ΔGR-AUC, NSR (%)."""
+    ΔHH (in %), IoU-AUC of the groups (± std over groups) and of the baseline, ΔGR-AUC, NSR (%).
+    With `max_clicks`, rows whose NoC saturates at the limit get a note below the table: there
+    the NoC-based columns carry no signal and the IoU-AUC columns do."""
     t = _tag(threshold)
     header = (
         f"| dataset | n | Sample NoC@{t} | Base NoC@{t} | ΔSB % | ΔGR % | ΔHH % "
@@ -242,5 +247,15 @@ def rclicks_table(
             f"| {f(m[f'dhh@{t}'], 100)} | {f(m['sample_auc'], d=3)} "
             f"± {f(m['sample_auc_std'], d=3)} | {f(m['base_auc'], d=3)} "
             f"| {f(m['dgr_auc'], d=3)} | {f(m['nsr'], 100)} |"
+        )
+    saturated = [
+        label for label, m in rows.items()
+        if max_clicks is not None and min(m[f"sample_noc@{t}"], m[f"base_noc@{t}"]) >= max_clicks
+    ]  # fmt: skip
+    if saturated:
+        lines.append(
+            f"\nNoC@{t} saturates at the {max_clicks}-click limit in {', '.join(saturated)}: no "
+            f"trajectory reached {threshold:.0%}, so Sample / Base NoC, ΔSB, ΔGR and ΔHH carry no "
+            "signal there; compare the IoU-AUC columns (and NSR)."
         )
     return "\n".join(lines)

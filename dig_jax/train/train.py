@@ -339,6 +339,10 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
                 check_finite(previous[1], previous[0], manager)
             previous = (step, finite)
             bar.update(1)
+            if step == start_step + 1:  # the ETA counts from here, not from the compile
+                bar.reset(total=config.total_steps)
+                bar.initial = bar.n = step
+                bar.refresh()
             logging_now = step % config.log_every == 0 or step == end_step
             evaluating = bool(config.eval.every_steps) and step % config.eval.every_steps == 0
             evaluators_due = bool(loop_evals.due(step, final=False))

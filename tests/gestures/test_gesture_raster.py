@@ -348,3 +348,27 @@ def test_distance_maps_equal_scipy_edt_beyond_the_truncation():
             distance_uint8(marked), np.rint(expected * 255.0).astype(np.uint8)
         )
     assert (distance_uint8(np.zeros((4, 5), np.uint8)) == 255).all()
+
+
+def test_stroke_map_needs_no_kind():
+    """A person's points -> gesture map: a dot, an open stroke, a closed lasso (drawn, not
+    filled), each equal to rasterising the matching gesture; bad strokes are named errors."""
+    from dig_jax.gestures import Gesture, GestureKind, rasterize, stroke_map
+
+    shape = (40, 50)
+    dot = stroke_map([[20, 10]], shape)
+    np.testing.assert_array_equal(
+        dot, rasterize(Gesture(GestureKind.CLICK, [[20, 10]], False), shape)
+    )
+    line = [[5, 5], [40, 30]]
+    np.testing.assert_array_equal(
+        stroke_map(line, shape), rasterize(Gesture(GestureKind.SCRIBBLE, line, False), shape)
+    )
+    ring = stroke_map([[5, 5], [40, 5], [40, 30], [5, 30]], shape, closed=True)
+    assert ring[5, 20] == 1 and ring[17, 22] == 0
+    for bad, message in (
+        ([], "empty"), ([[1, 2, 3]], "pairs"), ([[np.nan, 1]], "finite"),
+        ([[1, 1], [2, 2]], "at least 3 points"), ([[-90, -90]], "does not touch"),
+    ):  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            stroke_map(bad, shape, closed=message == "at least 3 points")

@@ -40,6 +40,17 @@ def test_hand_made_table():
     assert m["dgr_auc"] == pytest.approx((0.5 - 0.7 + 0.0) / 2)
     table = rclicks_table({"toy": m})
     assert "| toy | 2 | 6.50 ± 0.50 | 3.50 | 75.00 | -25.00 | -25.00 |" in table
+    assert "saturates" not in rclicks_table({"toy": m}, max_clicks=10)
+
+
+def test_table_says_when_noc_saturates():
+    """Every trajectory at the click limit: the NoC columns read 20.00 / 0.00 and the table
+    says so, pointing at the IoU-AUC columns."""
+    noc = np.full((3, 10, 2), 20.0)  # thresholds (0.85, 0.90)
+    auc = np.linspace(0.2, 0.4, 30).reshape(3, 10)
+    m = RClicksTally.from_noc(noc, np.full((3, 2), 20.0), auc, np.full(3, 0.3)).compute()
+    table = rclicks_table({"tiny": m}, max_clicks=20)
+    assert "saturates at the 20-click limit in tiny" in table and "IoU-AUC" in table
 
 
 def test_dhh_pairs_groups_one_to_one():

@@ -267,7 +267,7 @@ def train_clickability(
     step = jax.jit(lambda carry, xs, ts, k: step_fn(xs, ts, carry, k), donate_argnums=0)
     carry = (model.params, tx.init(model.params))
     losses = []
-    for k in tqdm(jax.random.split(data_key, steps), desc="clickability", leave=False):
+    for k in tqdm(jax.random.split(data_key, steps), desc="clickability"):
         carry, loss = step(carry, x_all, t_all, k)
         losses.append(loss)
     params = carry[0]
