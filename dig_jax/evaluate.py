@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dig_jax.cli_args import add_out, print_written
+from dig_jax.cli_args import add_out, add_progress, print_written
 from dig_jax.evaluation import (
     CONTEXT_STRATEGIES,
     GESTURE_ENCODINGS,
@@ -140,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         "--gallery", type=int, default=0, help="draw N photos x kinds per predictor (PNG)"
     )
     add_out(parser, "evaluate")
+    add_progress(parser)
     args = parser.parse_args(argv)
     check_args(parser, args)
     try:
@@ -161,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:  # unknown source spec, unreadable or NaN checkpoint
         parser.error(str(error))
     try:
-        results, skipped = run(evals, predictors)
+        results, skipped = run(evals, predictors, progress=not args.no_progress)
     except FloatingPointError as error:  # NaN predictions: no table of 0.000 scores
         print(f"error: {error}; nothing was written", file=sys.stderr)
         return 1
@@ -174,12 +175,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run(evals: dict, predictors: list) -> tuple[dict[str, dict[str, Any]], list]:
+def run(
+    evals: dict, predictors: list, progress: bool = True
+) -> tuple[dict[str, dict[str, Any]], list]:
     """({predictor label: {evaluator name: {type, metrics}}}, skipped items)."""
     results, skipped = {}, []
     for label, predict in predictors:
         results[label] = {}
-        for name, evaluator in build_evaluators(evals, predict).items():
+        for name, evaluator in build_evaluators(evals, predict, progress=progress).items():
             metrics = evaluator.compute(evaluator.run())
             results[label][name] = {"type": evals[name]["type"], "metrics": metrics}
             skipped += [item for item in evaluator.skipped.items if item not in skipped]
