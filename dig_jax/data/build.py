@@ -83,6 +83,7 @@ def build_record(
     """Append every sample of one loaded record to `writer`, counting them in `stats`."""
     regions = extract_regions(loaded.instances, loaded.instance_ids, void=loaded.void)
     stats["regions"] += len(regions)
+    writer.set_void(loaded.void)
     stats["parts"] += sum(r.num_parts for r in regions if r.num_parts > 1)
     image, void, image_id = loaded.image, loaded.void, loaded.image_id
     for region in regions:

@@ -64,6 +64,12 @@ def _name(kind: int | str) -> str:
     return MIXED if kind == MIXED else GestureKind(kind).name.lower()
 
 
+def _without_global(counts: dict[str, int]) -> int:
+    """Samples scored locally but not globally (their global GT unknown), from `counts`."""
+    local = sum(v for k, v in counts.items() if k.startswith("iou_local/all/"))
+    return local - sum(v for k, v in counts.items() if k.startswith("iou_global/all/"))
+
+
 @dataclasses.dataclass
 class DigTables:
     """DIG sample sets per dataset (creation / refinement / multi-region × kinds), scored at
@@ -97,6 +103,13 @@ class DigTables:
                 self.predict, samples, batch_size=self.batch_size, desc=spec,
                 progress=self.progress,
             )  # fmt: skip
+            missing = _without_global(states[spec].counts())
+            if missing:
+                self.skipped.add(
+                    spec,
+                    f"rice_global/iou_global refused on {missing} sample(s): "
+                    "no global GT (DIG JSON without obj_gt or source annotations)",
+                )
         return states
 
     @staticmethod

@@ -15,8 +15,31 @@ from dig_jax.gestures.types import GestureKind
 from dig_jax.metrics import Averages, rice_scores
 
 SCORES = ("rice_local", "rice_global", "iou_local", "iou_global")
+GLOBAL_SCORES = ("rice_global", "iou_global")
 PHASES = ("create", "refine", "multi")
 MODE_PHASE = {"creation": 0, "refinement": 1, "multi_region": 2}  # sample["mode"] -> PHASES index
+
+
+class GlobalTruthMissingError(ValueError):
+    """A global score was asked of a sample whose global GT (the whole region) is unknown."""
+
+
+def has_global_truth(sample: dict[str, Any]) -> bool:
+    """False for a sample flagged `has_region` False (e.g. DIG JSON without `obj_gt` or source
+    annotations): its `region` is not the global GT."""
+    return bool(sample.get("has_region", True))
+
+
+def global_truth(sample: dict[str, Any], xp: Any = np) -> Any:
+    """The global GT {0,1,255} of one sample: its region with the dataset's void as 255;
+    `GlobalTruthMissingError` when it is unknown (no stand-in is ever scored)."""
+    if not has_global_truth(sample):
+        raise GlobalTruthMissingError(
+            f"sample {sample.get('image_id')}#{sample.get('instance_id')}: no global ground "
+            "truth (a DIG JSON row without `obj_gt` and no source annotations, `gt_dir`); "
+            "RICE_global / IoU_global are refused, not computed on the local target"
+        )
+    return ground_truths(sample, xp)[0]
 
 
 def ground_truths(sample: dict[str, Any], xp: Any = jnp) -> tuple[Any, Any]:
@@ -51,13 +74,15 @@ def score_batch(pred: jax.Array, batch: dict[str, Any]) -> dict[str, jax.Array]:
 
 def score_sample(pred: np.ndarray, sample: dict[str, Any]) -> dict[str, Any]:
     """Scores of one prediction uint8[H, W] at the sample's own resolution (numpy), shaped
-    like one row of `score_batch` (arrays of length 1)."""
+    like one row of `score_batch` (arrays of length 1). A sample without a global GT
+    (`has_global_truth` False) gets the local scores only: its row has no `GLOBAL_SCORES`."""
     prev = sample["prev_mask"] if bool(sample["has_prev"]) else None
     gt_global, gt_local = ground_truths(sample, np)
     scores = rice_scores(np.asarray(pred, np.uint8), prev, gt_global, gt_local)
     phase = MODE_PHASE.get(sample.get("mode", ""), int(bool(sample["has_prev"])))
+    names = SCORES if has_global_truth(sample) else tuple(set(SCORES) - set(GLOBAL_SCORES))
     return {
-        **{k: np.asarray([scores[k]], np.float64) for k in SCORES},
+        **{k: np.asarray([scores[k]], np.float64) for k in SCORES if k in names},
         "gesture_kind": np.asarray([sample["gesture_kind"]], np.int32),
         "has_prev": np.asarray([bool(sample["has_prev"])]),
         "phase": np.asarray([phase], np.int32),
