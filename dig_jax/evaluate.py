@@ -7,8 +7,10 @@ kind, iterative NoG), as the training loop does.
         --checkpoint checkpoints/lite_dataaug_offline.digjax      # the config's `evals`
 
 `--predictor` lists what to score on the same samples: exported `.digjax` files and the peers
-`grabcut` (OpenCV GrabCut seeded by the gesture) and `filled` (the filled gesture as the mask);
-`--checkpoint FILE` adds one file. With `--config` the evaluators are the config's
+`grabcut` (OpenCV GrabCut seeded by the gesture), `filled` (the filled gesture as the mask),
+`oracle` (each sample's local GT: scores 1 locally, a check of the scorer) and `oracle_region`
+(the whole region: RICE_global 1), labelled `peer:NAME` in the tables; `--checkpoint FILE`
+adds one file. With `--config` the evaluators are the config's
 `config.evals`; otherwise they are built from the flags: DIG tables on `--datasets` × `--modes`
 (creation, refinement, multi_region) and, with `--nog-kinds`, the NoG protocol. Every sample is
 drawn and scored at the photo's own resolution (`--max-side` shrinks larger photos first);
@@ -53,9 +55,10 @@ def predictor_names(args: argparse.Namespace) -> list[str]:
 
 
 def make_predictor(name: str, args: argparse.Namespace):
-    """(label, predictor) of a peer name or an exported segmenter file."""
+    """(label, predictor) of a peer name (labelled `peer:NAME`, so a table row never reads
+    "grabcut | grabcut") or an exported segmenter file."""
     if name in PEERS:
-        return name, peer_predictor(name)
+        return f"peer:{name}", peer_predictor(name)
     from dig_jax.export import load_segmenter
 
     segmenter = load_segmenter(name)

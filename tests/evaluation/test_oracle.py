@@ -1,0 +1,102 @@
+"""The oracles prove the scorer: returning each sample's local GT scores IoU_local = RICE_local
+= 1 for every kind and phase, and returning the region scores RICE_global = 1, both on a
+benchmark-style folder and on the DIG-JSON set `dig_jax.data.build` makes from the same photos.
+"""
+
+from __future__ import annotations
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+
+from dig_jax.data.build import build
+from dig_jax.evaluate import main as evaluate_main
+from dig_jax.evaluation import evaluation_samples, peer_predictor
+from dig_jax.evaluation.dig_tables import score_samples
+from dig_jax.evaluation.protocol import load_dataset
+
+KINDS = ("click", "scribble", "loose_lasso", "tight_lasso", "rectangle")
+PHASES = ("create", "refine", "multi")
+
+
+def _photo(rng: np.random.Generator, h: int = 120, w: int = 160) -> np.ndarray:
+    """Textured background with two flat-coloured objects (superpixels follow them)."""
+    image = rng.integers(0, 60, (h, w, 3)).astype(np.uint8)
+    cv2.rectangle(image, (10, 15), (70, 100), (220, 40, 40), -1)
+    cv2.circle(image, (120, 60), 28, (40, 200, 60), -1)
+    return image
+
+
+def _masks(h: int = 120, w: int = 160) -> tuple[np.ndarray, np.ndarray]:
+    """Instance masks (0 / 255, 128 = void) of the two objects; the first is split in two
+    parts by an occluding bar, the second has a void band on its boundary."""
+    first = np.zeros((h, w), np.uint8)
+    cv2.rectangle(first, (10, 15), (70, 100), 255, -1)
+    first[50:58] = 0  # occluder: two parts of the one region
+    second = np.zeros((h, w), np.uint8)
+    cv2.circle(second, (120, 60), 28, 255, -1)
+    band = cv2.circle(np.zeros((h, w), np.uint8), (120, 60), 28, 1, 2) > 0
+    second[band] = 128
+    return first, second
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bench")
+    (root / "images").mkdir()
+    (root / "masks").mkdir()
+    for n in range(2):
+        rng = np.random.default_rng(n)
+        cv2.imwrite(str(root / "images" / f"p{n}.png"), _photo(rng)[..., ::-1])
+        first, second = _masks()
+        cv2.imwrite(str(root / "masks" / f"p{n}.png"), first)
+        cv2.imwrite(str(root / "masks" / f"p{n}b.png"), second)
+    return root
+
+
+@pytest.fixture(scope="module")
+def specs(folder, tmp_path_factory):
+    out = tmp_path_factory.mktemp("dig")
+    build([f"folder:{folder}"], out, progress=False)
+    dig = f"dig_json:{out / 'dig.json'}:{out / 'images'}"
+    return {"folder": f"folder:{folder}", "dig_json": dig}
+
+
+def _metrics(spec: str, name: str) -> dict[str, float]:
+    samples = evaluation_samples(
+        load_dataset(spec), modes=("creation", "refinement", "multi_region"), seed=2
+    )
+    return score_samples(peer_predictor(name), samples, progress=False).compute()
+
+
+@pytest.mark.parametrize("source", ["folder", "dig_json"])
+def test_oracle_scores_one_locally_for_every_kind_and_phase(specs, source):
+    metrics = _metrics(specs[source], "oracle")
+    for phase in PHASES:
+        for kind in (*KINDS, "all"):
+            assert metrics[f"iou_local/{kind}/{phase}"] == pytest.approx(1.0), (kind, phase)
+            assert metrics[f"rice_local/{kind}/{phase}"] == pytest.approx(1.0), (kind, phase)
+
+
+@pytest.mark.parametrize("source", ["folder", "dig_json"])
+def test_region_oracle_scores_one_globally(specs, source):
+    metrics = _metrics(specs[source], "oracle_region")
+    for phase in PHASES:
+        assert metrics[f"rice_global/all/{phase}"] == pytest.approx(1.0), phase
+        assert metrics[f"iou_global/all/{phase}"] == pytest.approx(1.0), phase
+    # the whole region is not the local GT of a part or of one correction among several
+    assert metrics["rice_local/all/create"] < 1.0
+
+
+def test_evaluate_cli_takes_the_oracles(specs, tmp_path):
+    argv = ["--predictor", "oracle,oracle_region", "--datasets", specs["dig_json"],
+            "--modes", "creation,refinement", "--out", str(tmp_path)]  # fmt: skip
+    assert evaluate_main(argv) == 0
+    results = json.loads((tmp_path / "metrics.json").read_text())["results"]
+    local = results["peer:oracle"]["dig"]["metrics"]
+    glob = results["peer:oracle_region"]["dig"]["metrics"]
+    for phase in ("create", "refine"):
+        assert local[f"{specs['dig_json']}/rice_local/all/{phase}"] == pytest.approx(1.0)
+        assert glob[f"{specs['dig_json']}/rice_global/all/{phase}"] == pytest.approx(1.0)
