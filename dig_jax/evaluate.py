@@ -12,7 +12,10 @@ kind, iterative NoG), as the training loop does.
 (the whole region: RICE_global 1), labelled `peer:NAME` in the tables; `--checkpoint FILE`
 adds one file. With `--config` the evaluators are the config's
 `config.evals`; otherwise they are built from the flags: DIG tables on `--datasets` × `--modes`
-(creation, refinement, multi_region) and, with `--nog-kinds`, the NoG protocol. Every sample is
+(creation, refinement, multi_region) and, with `--nog-kinds`, the NoG protocol. The samples follow
+the DIG paper (`--sampling paper`: every part of a region and, when it has several, the whole
+region; every correction of >= 100 px); `--sampling largest` gives the earlier protocol (the
+largest part and correction per region). Tables state their sample counts (`n`). Every sample is
 drawn and scored at the photo's own resolution (`--max-side` shrinks larger photos first);
 models zoom in on the prompt as `predict` does. A dataset is a source spec of
 `dig_jax.data.pipeline.resolve_source` (grabcut, berkeley, coco_mval, procedural:N, folder:PATH,
@@ -42,7 +45,7 @@ from dig_jax.evaluation import (
 )
 from dig_jax.evaluation.evaluators import KIND_NAMES, STARTS, build_evaluators
 from dig_jax.evaluation.iterative import MIXED
-from dig_jax.evaluation.protocol import MODES, load_dataset
+from dig_jax.evaluation.protocol import MODES, SAMPLINGS, load_dataset
 from dig_jax.evaluation.tables import all_tables
 from dig_jax.paths import checkpoint_name
 
@@ -78,7 +81,8 @@ def evals_from_flags(args: argparse.Namespace) -> dict[str, dict]:
     common = dict(datasets=tuple(_list(args.datasets)), max_side=args.max_side, seed=args.seed,
                   limit=args.limit)  # fmt: skip
     modes = tuple(_list(args.modes))
-    evals = {"dig": dict(type="dig_tables", modes=modes, batch_size=args.batch_size, **common)}
+    evals = {"dig": dict(type="dig_tables", modes=modes, batch_size=args.batch_size,
+                         sampling=args.sampling, **common)}  # fmt: skip
     if args.nog_kinds:
         evals["nog"] = dict(type="iterative", kinds=tuple(_list(args.nog_kinds)),
                             starts=tuple(_list(args.nog_starts)),
@@ -123,6 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default="", help="experiments/FILE.py:variant: its evals")
     parser.add_argument("--datasets", default="grabcut,berkeley")
     parser.add_argument("--modes", default="creation,refinement", help=f"some of {MODES}")
+    parser.add_argument(
+        "--sampling", default="paper", choices=SAMPLINGS,
+        help="paper: every part and occluded whole region, every correction >= 100 px (DIG); "
+        "largest: the largest part and correction of each region (the earlier protocol)",
+    )  # fmt: skip
     parser.add_argument(
         "--max-side", type=int, default=None, help="shrink photos to this long side (px)"
     )
@@ -185,6 +194,8 @@ def run(evals: dict, predictors: list) -> tuple[dict[str, dict[str, Any]], list]
         for name, evaluator in build_evaluators(evals, predict).items():
             metrics = evaluator.compute(evaluator.run())
             results[label][name] = {"type": evals[name]["type"], "metrics": metrics}
+            if evals[name]["type"] == "iterative":  # the NoG tables state the cap
+                results[label][name]["max_interactions"] = evaluator.max_interactions
             skipped += [item for item in evaluator.skipped.items if item not in skipped]
     return results, skipped
 
