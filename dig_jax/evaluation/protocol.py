@@ -10,7 +10,8 @@ component of >= 100 px of one synthetic prior (the same prior for every kind, so
 compared on equal footing); multi-region (DIG Table 5) creates each creation target while
 another region is already selected. Sampling "largest" (this project's earlier protocol):
 only the largest part and the largest correction of each region. Seeds derive from (seed,
-record index, region index, mode, kind, target index): same seed, same samples.
+record index, region index, mode, kind, target index): same seed, same samples; the first
+target (a region's only part, its largest correction) is drawn as the earlier protocol drew it.
 """
 
 from __future__ import annotations
@@ -287,7 +288,7 @@ def _region_samples(instance: Instance, key, kinds, modes, skipped, sampling) ->
         targets = corrections if mode == "refinement" else parts
         for t, aim in enumerate(targets):
             for kind in kinds:
-                seeds = [*key, _MODE_CODE[mode], int(kind)] + ([t] if sampling == "paper" else [])
+                seeds = [*key, _MODE_CODE[mode], int(kind)] + ([t] if t > 0 else [])
                 rng = np.random.default_rng(seeds)
                 if mode == "refinement":
                     sample = refinement_sample(
