@@ -17,12 +17,13 @@ the DIG paper (`--sampling paper`: every part of a region and, when it has sever
 region; every correction of >= 100 px); `--sampling largest` gives the earlier protocol (the
 largest part and correction per region). Tables state their sample counts (`n`). Every sample is
 drawn and scored at the photo's own resolution (`--max-side` shrinks larger photos first);
-models zoom in on the prompt as `predict` does. A dataset is a source spec of
-`dig_jax.data.pipeline.resolve_source` (grabcut, berkeley, coco_mval, procedural:N, folder:PATH,
-dig_json:FILE:IMAGES, ...) with an optional held-out split suffix as in the training configs
-(`coco_mval%val` = every 10th record) and an optional slice, e.g. `grabcut[0:10]`.
-Writes `<out>/metrics.json` and `<out>/tables.md` (and with `--gallery N` a picture per dataset:
-N photos x gesture kinds x predictors); prints the tables.
+models zoom in on the prompt as `predict` does, or, with `--paper-mode`, see the whole photo
+resized to their working size and are resized back (the DIG paper's way). A dataset is a
+source spec of `dig_jax.data.pipeline.resolve_source` (grabcut, berkeley, coco_mval,
+procedural:N, folder:PATH, dig_json:FILE:IMAGES, ...) with an optional held-out split suffix
+as in the training configs (`coco_mval%val` = every 10th record) and an optional slice, e.g.
+`grabcut[0:10]`. Writes `<out>/metrics.json` and `<out>/tables.md` (and with `--gallery N` a
+picture per dataset: N photos x gesture kinds x predictors); prints the tables.
 """
 
 from __future__ import annotations
@@ -67,9 +68,9 @@ def make_predictor(name: str, args: argparse.Namespace):
     segmenter = load_segmenter(name)
     predict = segmenter_predictor(
         segmenter, context_strategy=args.context, gesture_encoding=args.gesture_encoding,
-        seed=args.seed, batch_size=args.batch_size,
+        seed=args.seed, batch_size=args.batch_size, paper_mode=args.paper_mode or None,
     )  # fmt: skip
-    return checkpoint_name(name), predict
+    return checkpoint_name(name) + (" (paper mode)" if args.paper_mode else ""), predict
 
 
 def _list(text: str) -> list[str]:
@@ -144,6 +145,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=GESTURE_ENCODINGS,
         help="context models: gestures as trained (model), as skeleton clicks, or as a box",
     )
+    parser.add_argument(
+        "--paper-mode", action="store_true",
+        help="models see the whole photo resized to their working size, no zoom-in crop and "
+        "no paste-back (DIG §16.1, §16.3; default: as each model was trained, "
+        "config.data.paper_mode); peers are unchanged",
+    )  # fmt: skip
     parser.add_argument("--nog-kinds", default="", help="e.g. click,mixed: run NoG for these")
     parser.add_argument("--nog-starts", default="scratch", help=f"some of {STARTS}")
     parser.add_argument("--nog-max", type=int, default=20, help="gestures per NoG trajectory")

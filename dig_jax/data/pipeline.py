@@ -107,6 +107,8 @@ class PipelineConfig:
       raises NoValidSampleError (0 = skip forever).
     focus_prob: probability that a training creation click is cropped around its target, as
       `predict`'s focus pass sees it (`dig_jax.prompts.focus_box`), not the whole image.
+    paper_mode: the DIG paper's input: the whole photo resized to `image_size`², no zoom-in
+      crop (`dig_jax.prompts.paper_box`); evaluate such a model with `--paper-mode`.
     """
 
     sources: tuple = ("procedural",)
@@ -123,6 +125,7 @@ class PipelineConfig:
     max_side: int | None = 640
     max_failures: int = 200
     focus_prob: float = 0.0
+    paper_mode: bool = False
 
     def __post_init__(self) -> None:
         for name in ("prior_prob", "multi_region_prob", "focus_prob"):
@@ -272,6 +275,7 @@ class SampleTransform:
     augment: bool = False
     max_failures: int = 0
     focus_prob: float = 0.0
+    paper_mode: bool = False
     token: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)
 
     def __call__(self, element: Record | DigEntry, rng: np.random.Generator) -> Sample | None:
@@ -305,7 +309,10 @@ class SampleTransform:
                 if sample is None:
                     name = element.describe or f"{element.source}:{element.image_id}"
                     return None, f"{name}: no usable region (>= 300 px)"
-            crop = zoom_sample(sample, self.size[0], rng if self.augment else None, self.focus_prob)
+            crop = zoom_sample(
+                sample, self.size[0], rng if self.augment else None, self.focus_prob,
+                self.paper_mode,
+            )  # fmt: skip
             return crop, ""
         except ValueError as err:
             name = getattr(element, "describe", "") if isinstance(element, Record) else ""
@@ -418,7 +425,7 @@ def make_dataset(
     transform = SampleTransform(
         cfg.size, cfg.prior_prob, cfg.multi_region_prob if train else 0.0, cfg.kinds,
         cfg.max_side, augment=train, max_failures=cfg.max_failures,
-        focus_prob=cfg.focus_prob if train else 0.0,
+        focus_prob=cfg.focus_prob if train else 0.0, paper_mode=cfg.paper_mode,
     )  # fmt: skip
     ds = ds.random_map(transform, seed=int(map_seed))
     read = grain.ReadOptions(num_threads=cfg.read_threads, prefetch_buffer_size=2 * cfg.batch_size)
