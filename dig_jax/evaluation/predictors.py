@@ -93,7 +93,7 @@ def segmenter_predictor(
     model was trained (`config.data.paper_mode`, False when absent).
 
     `gesture_encoding` (context models only): "model" = as trained (`model.context_encoding`),
-    "clicks" = skeleton clicks (`encode_context_clicks`, rectangles in the box channel),
+    "clicks" = skeleton clicks (`encode_context_clicks`, adding rectangles in the box channel),
     "box" = every gesture's bounding box in the box channel (`encode_context_box`).
     The network sees batches of at most `batch_size` crops, padded to a power of two (so it
     compiles for a few shapes only and wastes little on short chunks).
