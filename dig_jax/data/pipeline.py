@@ -294,7 +294,7 @@ class SampleTransform:
         """(sample, "") or (None, why not)."""
         try:
             if not isinstance(element, Record):
-                if isinstance(element, DigEntry) and self._multi(element, rng):
+                if hasattr(element, "multi_variant") and self._multi(element, rng):
                     element = element.multi_variant()
                 sample = element.load()
             else:

@@ -18,7 +18,7 @@ Ground truth as the DIG paper scores it (`DigEntry.load`):
   (`syn_gt_void` minus the photo's own void).
 - global GT: the whole region, `obj_gt` (multi-region: joined with `mul_prior`), else the
   source annotations: `<gt_dir>/<img_id>.png`, an instance map whose pixel value is `obj_id`
-  (COCO+LVIS as DIG ships it). Without either the global GT is unknown: the sample has
+  (COCO+LVIS as DIG ships it). Without either the global GT is unknown: the sample gets
   `has_region` False and an empty `region`, and the scorer refuses RICE_global on it.
 - the photo's own void: the `void` field; else, when the region is known, the void pixels
   that are neither other parts of the region (creation) nor errors of the prior (refinement);
@@ -300,8 +300,10 @@ def _or_empty(region: np.ndarray | None, size: tuple[int, int]) -> np.ndarray:
 
 
 def _with_region(sample: Sample, region: np.ndarray | None) -> Sample:
-    """The sample with `has_region` (False: its global GT is unknown, `region` is empty)."""
-    sample["has_region"] = np.bool_(region is not None)
+    """The sample, flagged `has_region` False when its global GT is unknown (`region` is then
+    empty); samples with a known region keep the contract's keys only."""
+    if region is None:
+        sample["has_region"] = np.bool_(False)
     return sample
 
 
