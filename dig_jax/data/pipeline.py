@@ -180,7 +180,9 @@ def resolve_source(spec: str, *, image_size: tuple[int, int] = (256, 256)) -> li
     "bsds500_regions[/train|/val]"; "clothing_co_parsing[:PATH]", "camvid[/SPLIT][:PATH]"
     and "feral_cats[/SPLIT][:PATH]" (docs/data.md; named folders are found by
     `dig_jax.paths.dataset_dir`); "folder:PATH" (a benchmark-style folder);
-    "bsds:PATH"; "coco_json:ANNOTATIONS.json:IMAGE_DIR"; "dig_json:FILE.json:IMAGE_DIR";
+    "bsds:PATH"; "coco_json:ANNOTATIONS.json:IMAGE_DIR"; "dig_json:FILE.json:IMAGE_DIR[:GT_DIR]"
+    (GT_DIR: the source annotations, `<img_id>.png` instance maps, the global GT of rows
+    without `obj_gt`);
     "tfds:DATA_DIR" (a prepared `dig_jax.data.tfds_builder.DigSamples`, split train).
     Items a JSON source cannot list are reported and counted (`report_bad_item`), not returned.
     """
@@ -211,12 +213,19 @@ def resolve_source(spec: str, *, image_size: tuple[int, int] = (256, 256)) -> li
         return tfds_entries(rest)
     if kind in ("coco_json", "dig_json"):
         path, sep, image_dir = rest.rpartition(":")
+        gt_dir = ""
+        if kind == "dig_json" and ".json:" in rest:  # FILE.json:IMAGE_DIR[:GT_DIR]
+            cut = rest.index(".json:") + len(".json")
+            path, sep = rest[:cut], ":"
+            image_dir, _, gt_dir = rest[cut + 1 :].partition(":")
         if not sep or not path:
             raise ValueError(f"sources: {spec!r} must be {kind}:FILE.json:IMAGE_DIR")
         if kind == "coco_json":
             items, problems = scan_coco_json(path, image_dir)
         else:  # multi-region variants are drawn with probability multi_region_prob instead
-            items, problems = scan_dig_json(path, image_dir, include_multi=False)
+            items, problems = scan_dig_json(
+                path, image_dir, include_multi=False, gt_dir=gt_dir or None
+            )
         for problem in problems:
             report_bad_item(problem)
         return items

@@ -111,3 +111,15 @@ def test_release_rows_without_dig_jax_fields_load(files, tmp_path):
     write_dig_json(tmp_path / "dig.json", rows)
     (entry,) = dig_json(tmp_path / "dig.json", tmp_path)
     assert not bool(entry.load()["has_region"])
+
+
+def test_source_spec_names_the_source_annotations(files, tmp_path):
+    from dig_jax.data.pipeline import resolve_source
+
+    region, _, _, _ = _masks()
+    files(obj_gt=False)
+    spec = f"dig_json:{tmp_path / 'dig.json'}:{tmp_path}"
+    (entry,) = resolve_source(f"{spec}:{tmp_path / 'gt'}")
+    np.testing.assert_array_equal(entry.load()["region"], region)
+    (entry,) = resolve_source(spec)
+    assert not bool(entry.load()["has_region"])
