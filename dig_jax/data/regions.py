@@ -181,6 +181,15 @@ def creation_target(region: Region, part: int | None, void: np.ndarray | None = 
     return target
 
 
+def creation_targets(region: Region, sampling: str = "paper") -> list[int | None]:
+    """The parts a creation gesture aims at (None = the whole region): "paper" — the whole
+    region when it has several parts, then every part; "largest" — the largest part."""
+    areas = region.parts.reshape(region.num_parts, -1).sum(1)
+    if sampling == "largest":
+        return [int(np.argmax(areas))]
+    return ([None] if region.num_parts > 1 else []) + list(range(region.num_parts))
+
+
 def disjoint_regions(regions: list[Region], mask: np.ndarray) -> list[Region]:
     """Regions sharing no pixel with `mask` (candidates for a multi-region sample)."""
     occupied = np.asarray(mask) > 0

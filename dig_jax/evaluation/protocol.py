@@ -25,7 +25,14 @@ from typing import Any
 import numpy as np
 
 from dig_jax.data.priors import PriorUnreachableError, find_corrections, synthesize_prior
-from dig_jax.data.regions import MIN_AREA, VOID, Region, disjoint_regions, extract_regions
+from dig_jax.data.regions import (
+    MIN_AREA,
+    VOID,
+    Region,
+    creation_targets,
+    disjoint_regions,
+    extract_regions,
+)
 from dig_jax.data.samples import Sample, creation_sample, join_region, refinement_sample
 from dig_jax.data.sources.record import LoadedRecord, resize_loaded
 from dig_jax.gestures.types import GestureKind
@@ -253,15 +260,6 @@ def _refinement_start(instance: Instance, key: tuple, skipped: SkipLog):
         skipped.add(instance.name, "prior has no correction >= 100 px")
         return None, []
     return prev, sorted(corrections, key=lambda c: -c.area)  # stable: ties keep their order
-
-
-def creation_targets(region: Region, sampling: str = "paper") -> list[int | None]:
-    """The parts a creation gesture aims at (None = the whole region): "paper" — the whole
-    region when it has several parts, then every part; "largest" — the largest part."""
-    areas = region.parts.reshape(region.num_parts, -1).sum(1)
-    if sampling == "largest":
-        return [int(np.argmax(areas))]
-    return ([None] if region.num_parts > 1 else []) + list(range(region.num_parts))
 
 
 def _other_region(instance: Instance, skipped: SkipLog) -> Region | None:

@@ -106,3 +106,15 @@ def test_unknown_sampling_is_refused_by_the_evaluator():
                           progress=False, skipped=SkipLog())  # fmt: skip
     with pytest.raises(ValueError, match="sampling"):
         evaluator.run()
+
+
+def test_build_writes_whole_occluded_regions_as_well(bench_folder, tmp_path):
+    from dig_jax.data.build import build
+    from dig_jax.data.sources.dig_json import dig_json
+
+    table = build([f"folder:{bench_folder}"], tmp_path, kinds=(0,), refinement=False,
+                  multi=False, progress=False)  # fmt: skip
+    assert table[f"folder:{bench_folder}"]["creation"] == 2 * (3 + 1)  # whole + 2 parts, 1 part
+    samples = [e.load() for e in dig_json(tmp_path / "dig.json", tmp_path / "images")]
+    whole = [s for s in samples if (s["local"] == s["region"]).all() and s["instance_id"] == 1]
+    assert len(whole) == 2  # one per photo: the occluded region taken whole
