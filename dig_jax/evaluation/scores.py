@@ -18,6 +18,7 @@ SCORES = ("rice_local", "rice_global", "iou_local", "iou_global")
 GLOBAL_SCORES = ("rice_global", "iou_global")
 PHASES = ("create", "refine", "multi")
 MODE_PHASE = {"creation": 0, "refinement": 1, "multi_region": 2}  # sample["mode"] -> PHASES index
+_NOT_SCORES = ("gesture_kind", "has_prev", "phase", "has_region")
 
 
 class GlobalTruthMissingError(ValueError):
@@ -65,11 +66,14 @@ def score_batch(pred: jax.Array, batch: dict[str, Any]) -> dict[str, jax.Array]:
     prev = jnp.asarray(batch["prev_mask"]) * has_prev[:, None, None].astype(jnp.uint8)
     gt_global, gt_local = ground_truths(batch)
     scores = rice_scores(pred, prev, gt_global, gt_local)
-    return {
+    out = {
         **{k: scores[k] for k in SCORES},
         "gesture_kind": jnp.asarray(batch["gesture_kind"], jnp.int32),
         "has_prev": has_prev,
     }
+    if "has_region" in batch:  # rows without a global GT: left out of GLOBAL_SCORES
+        out["has_region"] = jnp.asarray(batch["has_region"]).astype(bool)
+    return out
 
 
 def score_sample(pred: np.ndarray, sample: dict[str, Any]) -> dict[str, Any]:
@@ -102,15 +106,19 @@ def summarize_state(score_batches: Iterable[dict[str, Any]]) -> Averages:
     for scores in score_batches:
         kinds = np.asarray(scores["gesture_kind"])
         phases = np.asarray(scores.get("phase", np.asarray(scores["has_prev"]).astype(np.int32)))
+        known = np.asarray(scores.get("has_region", np.ones(kinds.shape, bool))).astype(bool)
         for p, phase in enumerate(PHASES):
             phase_mask = phases == p
             if not phase_mask.any():
                 continue
-            for name in [k for k in scores if k not in ("gesture_kind", "has_prev", "phase")]:
+            for name in [k for k in scores if k not in _NOT_SCORES]:
                 values = np.asarray(scores[name])
-                acc = acc.add(f"{name}/all/{phase}", values, phase_mask)
+                rows = phase_mask & (known if name in GLOBAL_SCORES else True)
+                if not rows.any():
+                    continue
+                acc = acc.add(f"{name}/all/{phase}", values, rows)
                 for kind in GestureKind:
-                    mask = phase_mask & (kinds == int(kind))
+                    mask = rows & (kinds == int(kind))
                     if mask.any():
                         acc = acc.add(f"{name}/{kind.name.lower()}/{phase}", values, mask)
     return acc

@@ -123,3 +123,14 @@ def test_source_spec_names_the_source_annotations(files, tmp_path):
     np.testing.assert_array_equal(entry.load()["region"], region)
     (entry,) = resolve_source(spec)
     assert not bool(entry.load()["has_region"])
+
+
+def test_pipeline_batches_carry_the_unknown_global_gt(files, tmp_path):
+    from dig_jax.data.pipeline import make_dataset
+    from dig_jax.train.input_pipeline import device_batch
+
+    files(obj_gt=False)
+    spec = f"dig_json:{tmp_path / 'dig.json'}:{tmp_path}"
+    cfg = dict(sources=[spec], image_size=32, batch_size=1, shard=(0, 1), max_side=None)
+    batch = next(iter(make_dataset(cfg, "eval")))
+    assert device_batch(batch)["has_region"].tolist() == [False]
