@@ -272,6 +272,8 @@ def _other_region(instance: Instance, skipped: SkipLog) -> Region | None:
 
 
 def _region_samples(instance: Instance, key, kinds, modes, skipped, sampling) -> Iterator[Sample]:
+    """One region's samples: per mode, per target (part / whole region, or correction), per
+    kind; `key` seeds them (see the module docstring)."""
     loaded, region = instance.loaded, instance.region
     prev, corrections, other = None, [], None
     if "refinement" in modes:

@@ -43,6 +43,7 @@ import cv2
 import numpy as np
 from pycocotools import mask as mask_utils
 
+from dig_jax.data.priors import refinement_local
 from dig_jax.data.regions import VOID
 from dig_jax.data.samples import Sample, make_sample
 from dig_jax.data.sources.record import read_image
@@ -317,24 +318,6 @@ def _creation_void(
         return void
     marked = target == VOID
     return marked if region is None else marked & ~region
-
-
-def refinement_local(
-    target: np.ndarray,
-    prior: np.ndarray,
-    region: np.ndarray | None = None,
-    void: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(local GT bool[H, W], the photo's own void bool[H, W]) of a refinement training
-    target {0,1,255} on `prior` {0,1}[H, W] (DIG eq. 6): the prior with the targeted error
-    corrected, every other error as it was. The target's void pixels are the untargeted errors
-    (they keep the prior's value) and the photo's own void: `void` when known, else those where
-    the prior equals the `region` (no error), else none."""
-    marked, prior = target == VOID, np.asarray(prior) > 0
-    if void is None:
-        void = np.zeros_like(marked) if region is None else marked & (prior == region)
-    errors = marked & ~void
-    return np.where(errors, prior, target == 1), void
 
 
 def _image_path(row: dict, image_dir: Path) -> Path:
