@@ -6,6 +6,7 @@ benchmark-style folder and on the DIG-JSON set `dig_jax.data.build` makes from t
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +64,19 @@ def test_evaluate_cli_takes_the_oracles(specs, tmp_path):
     for phase in ("create", "refine"):
         assert local[f"{specs['dig_json']}/rice_local/all/{phase}"] == pytest.approx(1.0)
         assert glob[f"{specs['dig_json']}/rice_global/all/{phase}"] == pytest.approx(1.0)
+
+
+def test_evaluate_refuses_rice_global_without_a_global_gt(specs, tmp_path):
+    _, path, images = specs["dig_json"].split(":")
+    rows = json.loads(Path(path).read_text())
+    for row in rows:
+        row.pop("obj_gt")
+    (tmp_path / "release.json").write_text(json.dumps(rows))
+    spec = f"dig_json:{tmp_path / 'release.json'}:{images}"
+    argv = ["--predictor", "oracle", "--datasets", spec, "--out", str(tmp_path / "out")]
+    assert evaluate_main(argv) == 0
+    payload = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    metrics = payload["results"]["peer:oracle"]["dig"]["metrics"]
+    assert metrics[f"{spec}/rice_local/all/refine"] == pytest.approx(1.0)
+    assert not any("/rice_global/" in k or "/iou_global/" in k for k in metrics)
+    assert any("rice_global/iou_global refused" in reason for _, reason in payload["skipped"])
