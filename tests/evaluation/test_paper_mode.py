@@ -111,3 +111,22 @@ def test_training_pipeline_in_paper_mode_feeds_whole_photos():
     assert len(paper) > 0 and len(zoomed) > 0
     np.testing.assert_allclose(paper, [[0, 0, 48]] * len(paper))
     assert not np.allclose(zoomed, [[0, 0, 48]] * len(zoomed))
+
+
+def test_a_segmenter_trained_in_paper_mode_predicts_in_paper_mode(tmp_path):
+    from tiny_models import tiny_variables
+
+    from dig_jax.export import load_segmenter, save_segmenter
+
+    config, variables = tiny_variables()
+    gesture = np.zeros((H, W), np.uint8)
+    gesture[20:40, 150:190] = 1
+    boxes = {}
+    for paper_mode in (False, True):
+        path = save_segmenter(tmp_path / f"{paper_mode}.digjax", variables,
+                              {**config, "data": {"paper_mode": paper_mode}})  # fmt: skip
+        segmenter = load_segmenter(path)
+        assert segmenter.paper_mode == paper_mode
+        _, boxes[paper_mode], _ = segmenter.prepare(_photo(), gesture)
+        assert segmenter.predict_logits(_photo(), gesture).shape == (H, W)
+    assert boxes[True] == prompts.paper_box((H, W)) and boxes[False] != boxes[True]
