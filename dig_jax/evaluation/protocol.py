@@ -166,15 +166,19 @@ def iter_instances(
     min_area: int = MIN_AREA,
 ) -> Iterator[Instance]:
     """Every region (>= `min_area` px: DIG drops smaller ones) of every record, in order (of a
-    prebuilt set, every object once); records that fail to load are reported to `skipped`."""
+    prebuilt set, every object once); records that fail to load, and prebuilt objects without a
+    global GT (DIG JSON without `obj_gt`), are reported to `skipped`."""
     skipped = SkipLog() if skipped is None else skipped
     seen: set[tuple[str, int]] = set()
-    for index, _, loaded in _loaded(records, max_side, skipped):
+    for index, record, loaded in _loaded(records, max_side, skipped):
         if isinstance(loaded, dict):  # a prebuilt sample: its object, once
             key = (str(loaded["image_id"]), int(loaded["instance_id"]))
             if key in seen:
                 continue
             seen.add(key)
+            if not loaded.get("has_region", True):
+                skipped.add(_name(record, index), "no global GT (the whole region) to iterate on")
+                continue
             loaded = _sample_record(loaded)
         yield from _record_instances(index, loaded, min_area)
 

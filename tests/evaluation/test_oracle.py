@@ -12,9 +12,9 @@ import pytest
 
 from dig_jax.data.build import build
 from dig_jax.evaluate import main as evaluate_main
-from dig_jax.evaluation import evaluation_samples, peer_predictor
+from dig_jax.evaluation import SkipLog, evaluation_samples, peer_predictor
 from dig_jax.evaluation.dig_tables import score_samples
-from dig_jax.evaluation.protocol import load_dataset
+from dig_jax.evaluation.protocol import iter_instances, load_dataset
 
 KINDS = ("click", "scribble", "loose_lasso", "tight_lasso", "rectangle")
 PHASES = ("create", "refine", "multi")
@@ -80,3 +80,6 @@ def test_evaluate_refuses_rice_global_without_a_global_gt(specs, tmp_path):
     assert metrics[f"{spec}/rice_local/all/refine"] == pytest.approx(1.0)
     assert not any("/rice_global/" in k or "/iou_global/" in k for k in metrics)
     assert any("rice_global/iou_global refused" in reason for _, reason in payload["skipped"])
+    skipped = SkipLog()  # the iterative protocols need the whole region: reported, not guessed
+    assert list(iter_instances(load_dataset(spec), skipped=skipped)) == []
+    assert skipped and all("no global GT" in reason for _, reason in skipped.items)
