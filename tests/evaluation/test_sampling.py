@@ -118,3 +118,13 @@ def test_build_writes_whole_occluded_regions_as_well(bench_folder, tmp_path):
     samples = [e.load() for e in dig_json(tmp_path / "dig.json", tmp_path / "images")]
     whole = [s for s in samples if (s["local"] == s["region"]).all() and s["instance_id"] == 1]
     assert len(whole) == 2  # one per photo: the occluded region taken whole
+
+
+def test_evaluate_nog_tables_state_nog_max(tmp_path):
+    from dig_jax.evaluate import main as evaluate_main
+
+    argv = ["--predictor", "filled", "--datasets", "procedural:1:3", "--modes", "creation",
+            "--nog-kinds", "click", "--nog-max", "3", "--out", str(tmp_path)]  # fmt: skip
+    assert evaluate_main(argv) == 0
+    text = (tmp_path / "tables.md").read_text()
+    assert "at most 3 gestures" in text and "at most 20" not in text
