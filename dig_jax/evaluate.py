@@ -7,17 +7,23 @@ kind, iterative NoG), as the training loop does.
         --checkpoint checkpoints/lite_dataaug_offline.digjax      # the config's `evals`
 
 `--predictor` lists what to score on the same samples: exported `.digjax` files and the peers
-`grabcut` (OpenCV GrabCut seeded by the gesture) and `filled` (the filled gesture as the mask);
-`--checkpoint FILE` adds one file. With `--config` the evaluators are the config's
+`grabcut` (OpenCV GrabCut seeded by the gesture), `filled` (the filled gesture as the mask),
+`oracle` (each sample's local GT: scores 1 locally, a check of the scorer) and `oracle_region`
+(the whole region: RICE_global 1), labelled `peer:NAME` in the tables; `--checkpoint FILE`
+adds one file. With `--config` the evaluators are the config's
 `config.evals`; otherwise they are built from the flags: DIG tables on `--datasets` × `--modes`
-(creation, refinement, multi_region) and, with `--nog-kinds`, the NoG protocol. Every sample is
+(creation, refinement, multi_region) and, with `--nog-kinds`, the NoG protocol. The samples follow
+the DIG paper (`--sampling paper`: every part of a region and, when it has several, the whole
+region; every correction of >= 100 px); `--sampling largest` gives the earlier protocol (the
+largest part and correction per region). Tables state their sample counts (`n`). Every sample is
 drawn and scored at the photo's own resolution (`--max-side` shrinks larger photos first);
-models zoom in on the prompt as `predict` does. A dataset is a source spec of
-`dig_jax.data.pipeline.resolve_source` (grabcut, berkeley, coco_mval, procedural:N, folder:PATH,
-dig_json:FILE:IMAGES, ...) with an optional held-out split suffix as in the training configs
-(`coco_mval%val` = every 10th record) and an optional slice, e.g. `grabcut[0:10]`.
-Writes `<out>/metrics.json` and `<out>/tables.md` (and with `--gallery N` a picture per dataset:
-N photos x gesture kinds x predictors); prints the tables.
+models zoom in on the prompt as `predict` does, or, with `--paper-mode`, see the whole photo
+resized to their working size and are resized back (the DIG paper's way). A dataset is a
+source spec of `dig_jax.data.pipeline.resolve_source` (grabcut, berkeley, coco_mval,
+procedural:N, folder:PATH, dig_json:FILE:IMAGES, ...) with an optional held-out split suffix
+as in the training configs (`coco_mval%val` = every 10th record) and an optional slice, e.g.
+`grabcut[0:10]`. Writes `<out>/metrics.json` and `<out>/tables.md` (and with `--gallery N` a
+picture per dataset: N photos x gesture kinds x predictors); prints the tables.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from dig_jax.evaluation import (
 )
 from dig_jax.evaluation.evaluators import KIND_NAMES, STARTS, build_evaluators
 from dig_jax.evaluation.iterative import MIXED
-from dig_jax.evaluation.protocol import MODES, load_dataset
+from dig_jax.evaluation.protocol import MODES, SAMPLINGS, load_dataset
 from dig_jax.evaluation.tables import all_tables
 from dig_jax.paths import checkpoint_name
 
@@ -53,17 +59,18 @@ def predictor_names(args: argparse.Namespace) -> list[str]:
 
 
 def make_predictor(name: str, args: argparse.Namespace):
-    """(label, predictor) of a peer name or an exported segmenter file."""
+    """(label, predictor) of a peer name (labelled `peer:NAME`, so a table row never reads
+    "grabcut | grabcut") or an exported segmenter file."""
     if name in PEERS:
-        return name, peer_predictor(name)
+        return f"peer:{name}", peer_predictor(name)
     from dig_jax.export import load_segmenter
 
     segmenter = load_segmenter(name)
     predict = segmenter_predictor(
         segmenter, context_strategy=args.context, gesture_encoding=args.gesture_encoding,
-        seed=args.seed, batch_size=args.batch_size,
+        seed=args.seed, batch_size=args.batch_size, paper_mode=args.paper_mode or None,
     )  # fmt: skip
-    return checkpoint_name(name), predict
+    return checkpoint_name(name) + (" (paper mode)" if args.paper_mode else ""), predict
 
 
 def _list(text: str) -> list[str]:
@@ -75,7 +82,8 @@ def evals_from_flags(args: argparse.Namespace) -> dict[str, dict]:
     common = dict(datasets=tuple(_list(args.datasets)), max_side=args.max_side, seed=args.seed,
                   limit=args.limit)  # fmt: skip
     modes = tuple(_list(args.modes))
-    evals = {"dig": dict(type="dig_tables", modes=modes, batch_size=args.batch_size, **common)}
+    evals = {"dig": dict(type="dig_tables", modes=modes, batch_size=args.batch_size,
+                         sampling=args.sampling, **common)}  # fmt: skip
     if args.nog_kinds:
         evals["nog"] = dict(type="iterative", kinds=tuple(_list(args.nog_kinds)),
                             starts=tuple(_list(args.nog_starts)),
@@ -121,6 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasets", default="grabcut,berkeley")
     parser.add_argument("--modes", default="creation,refinement", help=f"some of {MODES}")
     parser.add_argument(
+        "--sampling", default="paper", choices=SAMPLINGS,
+        help="paper: every part and occluded whole region, every correction >= 100 px (DIG); "
+        "largest: the largest part and correction of each region (the earlier protocol)",
+    )  # fmt: skip
+    parser.add_argument(
         "--max-side", type=int, default=None, help="shrink photos to this long side (px)"
     )
     parser.add_argument("--limit", type=int, default=None, help="records per dataset")
@@ -132,6 +145,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=GESTURE_ENCODINGS,
         help="context models: gestures as trained (model), as skeleton clicks, or as a box",
     )
+    parser.add_argument(
+        "--paper-mode", action="store_true",
+        help="models see the whole photo resized to their working size, no zoom-in crop and "
+        "no paste-back (DIG §16.1, §16.3; default: as each model was trained, "
+        "config.data.paper_mode); peers are unchanged",
+    )  # fmt: skip
     parser.add_argument("--nog-kinds", default="", help="e.g. click,mixed: run NoG for these")
     parser.add_argument("--nog-starts", default="scratch", help=f"some of {STARTS}")
     parser.add_argument("--nog-max", type=int, default=20, help="gestures per NoG trajectory")
@@ -185,6 +204,8 @@ def run(
         for name, evaluator in build_evaluators(evals, predict, progress=progress).items():
             metrics = evaluator.compute(evaluator.run())
             results[label][name] = {"type": evals[name]["type"], "metrics": metrics}
+            if evals[name]["type"] == "iterative":  # the NoG tables state the cap
+                results[label][name]["max_interactions"] = evaluator.max_interactions
             skipped += [item for item in evaluator.skipped.items if item not in skipped]
     return results, skipped
 

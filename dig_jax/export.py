@@ -137,7 +137,11 @@ class LoadedSegmenter:
         self.input_kind: str = config.model.input_kind
         self.size: int = int(config.image_size)
         # the focus pass after a creation click's whole-image run (`prompts.refocus_box`)
-        self.focus_pass: bool = bool(config.get("predict", {}).get("focus_pass", False))
+        # trained in the paper mode: the whole photo resized, no zoom-in and no focus pass
+        self.paper_mode: bool = bool(config.get("data", {}).get("paper_mode", False))
+        self.focus_pass: bool = not self.paper_mode and bool(
+            config.get("predict", {}).get("focus_pass", False)
+        )
         self._logits_fn = self._make_logits_fn()
         # XLA options for its jits (and for callers that jit `predict_logits_fn` themselves)
         self.compiler_options: dict[str, str] = predict_compiler_options()
@@ -202,7 +206,7 @@ class LoadedSegmenter:
     ) -> tuple[dict[str, np.ndarray], prompts.ZoomBox, tuple[int, int]]:
         """Checked inputs -> (S×S crop dict, its zoom box, the photo's (H, W))."""
         image, gesture_map, prev = prompts.check_prompt(image, gesture_map, prev_mask)
-        box = prompts.zoom_box(gesture_map, prev, self.size)
+        box = prompts.prompt_box(gesture_map, prev, self.size, self.paper_mode)
         return prompts.crop_prompt(image, gesture_map, prev, box, self.size), box, image.shape[:2]
 
     def _run(self, image, gesture_map, prev_mask, context, kind, heads: bool = False):
@@ -211,7 +215,7 @@ class LoadedSegmenter:
         if kind is not None and int(kind) not in set(GestureKind):
             raise ValueError(f"kind must be a GestureKind code 0..4 or None, got {kind!r}")
         image, gesture_map, prev = prompts.check_prompt(image, gesture_map, prev_mask)
-        box = prompts.zoom_box(gesture_map, prev, self.size)
+        box = prompts.prompt_box(gesture_map, prev, self.size, self.paper_mode)
         crop = prompts.crop_prompt(image, gesture_map, prev, box, self.size)
         out = self._network(crop, context, kind, heads)
         focus = (

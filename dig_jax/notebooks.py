@@ -16,6 +16,15 @@ from pathlib import Path
 from dig_jax.cli_args import add_out, print_written
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+PAPER_ATTACK_STEPS = 50  # BREPS: Adam steps per attack
+QUICK_ATTACK_STEPS = 20
+
+
+def notebook_attack_steps() -> int:
+    """Attack steps of notebook 05: the paper's 50, or 20 when `DIG_JAX_QUICK` is set to a
+    non-empty value other than 0 (a quick run, e.g. the test suite's on 2 CPU cores)."""
+    quick = os.environ.get("DIG_JAX_QUICK", "")
+    return QUICK_ATTACK_STEPS if quick not in ("", "0") else PAPER_ATTACK_STEPS
 
 
 def run_notebook(path: Path, timeout: int = 900, output_dir: Path | None = None) -> Path:

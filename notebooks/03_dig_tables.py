@@ -80,7 +80,7 @@ print("predictors:", ", ".join(results), "| skipped items:", len(payload["skippe
 PAPER_CREATION = {"click": 0.548, "scribble": 0.586, "loose_lasso": 0.675,
                   "tight_lasso": 0.784, "rectangle": 0.607}  # fmt: skip
 paper = ("| DIG paper (Table 2) | HRNet-dataAug | "
-         + " | ".join(f"{v:.3f}" for v in PAPER_CREATION.values()) + " | – |")  # fmt: skip
+         + " | ".join(f"{v:.3f}" for v in PAPER_CREATION.values()) + " | – | – |")  # fmt: skip
 display(Markdown(kind_table(results, "rice_local", "create") + "\n" + paper))
 for phase in ("refine",):
     for score in ("rice_local", "rice_global", "iou_global"):

@@ -23,6 +23,7 @@ NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("[0-9]*.py"))
 def test_notebook_runs(path: Path, tmp_path: Path, tiny_checkpoint: Path, monkeypatch):
     monkeypatch.setenv("DIG_JAX_CHECKPOINT", str(tiny_checkpoint))  # the kernel inherits it
     monkeypatch.setenv("DIG_JAX_FIGURES", str(tmp_path / "figures"))  # not into the checkout
+    monkeypatch.setenv("DIG_JAX_QUICK", "1")  # notebook 05: 20 attack steps, not the paper's 50
     # The kernel shares the suite's persistent compile cache: a warm run skips its compiles.
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", jax.config.jax_compilation_cache_dir)
     monkeypatch.setenv(
@@ -31,3 +32,14 @@ def test_notebook_runs(path: Path, tmp_path: Path, tiny_checkpoint: Path, monkey
     )
     out = run_notebook(path, timeout=600, output_dir=tmp_path)
     assert out.is_file() and out.stat().st_size > 0
+
+
+def test_attack_steps_are_the_papers_unless_quick(monkeypatch):
+    from dig_jax.notebooks import notebook_attack_steps
+
+    monkeypatch.delenv("DIG_JAX_QUICK", raising=False)
+    assert notebook_attack_steps() == 50
+    monkeypatch.setenv("DIG_JAX_QUICK", "0")
+    assert notebook_attack_steps() == 50
+    monkeypatch.setenv("DIG_JAX_QUICK", "1")
+    assert notebook_attack_steps() == 20

@@ -1,6 +1,7 @@
 """Precompute a static DIG-style dataset: `python -m dig_jax.data.build --source SPEC --out DIR`.
 
-For every region (>= 300 non-void px): creation samples for every part x gesture kind (each
+For every region (>= 300 non-void px): creation samples for every part, and the whole region
+when it has several (DIG Table 4), x gesture kind (each
 with a multi-region variant, same gesture, when another disjoint region exists: that region is
 the correct previous mask and joins the local target, which keeps its void, written as `mul_gt`
 + `mul_gt_void`, and the global GT), and one synthetic prior whose every correction x kind is a
@@ -30,7 +31,7 @@ from tqdm import tqdm
 
 from dig_jax.data.pipeline import resolve_source
 from dig_jax.data.priors import PriorUnreachableError, find_corrections, synthesize_prior
-from dig_jax.data.regions import disjoint_regions, extract_regions
+from dig_jax.data.regions import creation_targets, disjoint_regions, extract_regions
 from dig_jax.data.samples import creation_sample, join_region, refinement_sample
 from dig_jax.data.sources.benchmark_folder import scan_benchmark_folder
 from dig_jax.data.sources.coco_json import scan_coco_json
@@ -83,6 +84,7 @@ def build_record(
     """Append every sample of one loaded record to `writer`, counting them in `stats`."""
     regions = extract_regions(loaded.instances, loaded.instance_ids, void=loaded.void)
     stats["regions"] += len(regions)
+    writer.set_void(loaded.void)
     stats["parts"] += sum(r.num_parts for r in regions if r.num_parts > 1)
     image, void, image_id = loaded.image, loaded.void, loaded.image_id
     for region in regions:
@@ -95,7 +97,7 @@ def build_record(
                 stats["prior unreachable"] += 1
         writer.set_object(region.instance_id, region.mask, prior if corrections else None)
         others = disjoint_regions([r for r in regions if r is not region], region.mask)
-        for part in range(region.num_parts):
+        for part in creation_targets(region):  # the whole of an occluded region, each part
             for kind in kinds:
                 s = creation_sample(image, region, part, kind, rng, void=void, image_id=image_id)
                 mul = None

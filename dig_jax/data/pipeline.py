@@ -107,6 +107,8 @@ class PipelineConfig:
       raises NoValidSampleError (0 = skip forever).
     focus_prob: probability that a training creation click is cropped around its target, as
       `predict`'s focus pass sees it (`dig_jax.prompts.focus_box`), not the whole image.
+    paper_mode: the DIG paper's input: the whole photo resized to `image_size`², no zoom-in
+      crop (`dig_jax.prompts.paper_box`); evaluate such a model with `--paper-mode`.
     """
 
     sources: tuple = ("procedural",)
@@ -123,6 +125,7 @@ class PipelineConfig:
     max_side: int | None = 640
     max_failures: int = 200
     focus_prob: float = 0.0
+    paper_mode: bool = False
 
     def __post_init__(self) -> None:
         for name in ("prior_prob", "multi_region_prob", "focus_prob"):
@@ -177,7 +180,9 @@ def resolve_source(spec: str, *, image_size: tuple[int, int] = (256, 256)) -> li
     "bsds500_regions[/train|/val]"; "clothing_co_parsing[:PATH]", "camvid[/SPLIT][:PATH]"
     and "feral_cats[/SPLIT][:PATH]" (docs/data.md; named folders are found by
     `dig_jax.paths.dataset_dir`); "folder:PATH" (a benchmark-style folder);
-    "bsds:PATH"; "coco_json:ANNOTATIONS.json:IMAGE_DIR"; "dig_json:FILE.json:IMAGE_DIR";
+    "bsds:PATH"; "coco_json:ANNOTATIONS.json:IMAGE_DIR"; "dig_json:FILE.json:IMAGE_DIR[:GT_DIR]"
+    (GT_DIR: the source annotations, `<img_id>.png` instance maps, the global GT of rows
+    without `obj_gt`);
     "tfds:DATA_DIR" (a prepared `dig_jax.data.tfds_builder.DigSamples`, split train).
     Items a JSON source cannot list are reported and counted (`report_bad_item`), not returned.
     """
@@ -208,12 +213,19 @@ def resolve_source(spec: str, *, image_size: tuple[int, int] = (256, 256)) -> li
         return tfds_entries(rest)
     if kind in ("coco_json", "dig_json"):
         path, sep, image_dir = rest.rpartition(":")
+        gt_dir = ""
+        if kind == "dig_json" and ".json:" in rest:  # FILE.json:IMAGE_DIR[:GT_DIR]
+            cut = rest.index(".json:") + len(".json")
+            path, sep = rest[:cut], ":"
+            image_dir, _, gt_dir = rest[cut + 1 :].partition(":")
         if not sep or not path:
             raise ValueError(f"sources: {spec!r} must be {kind}:FILE.json:IMAGE_DIR")
         if kind == "coco_json":
             items, problems = scan_coco_json(path, image_dir)
         else:  # multi-region variants are drawn with probability multi_region_prob instead
-            items, problems = scan_dig_json(path, image_dir, include_multi=False)
+            items, problems = scan_dig_json(
+                path, image_dir, include_multi=False, gt_dir=gt_dir or None
+            )
         for problem in problems:
             report_bad_item(problem)
         return items
@@ -272,6 +284,7 @@ class SampleTransform:
     augment: bool = False
     max_failures: int = 0
     focus_prob: float = 0.0
+    paper_mode: bool = False
     token: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)
 
     def __call__(self, element: Record | DigEntry, rng: np.random.Generator) -> Sample | None:
@@ -290,7 +303,7 @@ class SampleTransform:
         """(sample, "") or (None, why not)."""
         try:
             if not isinstance(element, Record):
-                if isinstance(element, DigEntry) and self._multi(element, rng):
+                if hasattr(element, "multi_variant") and self._multi(element, rng):
                     element = element.multi_variant()
                 sample = element.load()
             else:
@@ -305,7 +318,10 @@ class SampleTransform:
                 if sample is None:
                     name = element.describe or f"{element.source}:{element.image_id}"
                     return None, f"{name}: no usable region (>= 300 px)"
-            crop = zoom_sample(sample, self.size[0], rng if self.augment else None, self.focus_prob)
+            crop = zoom_sample(
+                sample, self.size[0], rng if self.augment else None, self.focus_prob,
+                self.paper_mode,
+            )  # fmt: skip
             return crop, ""
         except ValueError as err:
             name = getattr(element, "describe", "") if isinstance(element, Record) else ""
@@ -418,7 +434,7 @@ def make_dataset(
     transform = SampleTransform(
         cfg.size, cfg.prior_prob, cfg.multi_region_prob if train else 0.0, cfg.kinds,
         cfg.max_side, augment=train, max_failures=cfg.max_failures,
-        focus_prob=cfg.focus_prob if train else 0.0,
+        focus_prob=cfg.focus_prob if train else 0.0, paper_mode=cfg.paper_mode,
     )  # fmt: skip
     ds = ds.random_map(transform, seed=int(map_seed))
     read = grain.ReadOptions(num_threads=cfg.read_threads, prefetch_buffer_size=2 * cfg.batch_size)

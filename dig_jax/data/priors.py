@@ -208,3 +208,21 @@ def refinement_targets(
     if void is not None:
         target[np.asarray(void) > 0] = VOID
     return local.astype(np.uint8), target
+
+
+def refinement_local(
+    target: np.ndarray,
+    prior: np.ndarray,
+    region: np.ndarray | None = None,
+    void: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(local GT bool[H, W], the photo's own void bool[H, W]) of a refinement training
+    target {0,1,255} on `prior` {0,1}[H, W] (DIG eq. 6): the prior with the targeted error
+    corrected, every other error as it was. The target's void pixels are the untargeted errors
+    (they keep the prior's value) and the photo's own void: `void` when known, else those where
+    the prior equals the `region` (no error), else none."""
+    marked, prior = target == VOID, np.asarray(prior) > 0
+    if void is None:
+        void = np.zeros_like(marked) if region is None else marked & (prior == region)
+    errors = marked & ~void
+    return np.where(errors, prior, target == 1), void

@@ -165,19 +165,29 @@ def extract_regions(
     return regions
 
 
-def creation_target(region: Region, part: int, void: np.ndarray | None = None) -> np.ndarray:
-    """Local training target uint8[H,W] for a gesture on `region.parts[part]`.
+def creation_target(region: Region, part: int | None, void: np.ndarray | None = None) -> np.ndarray:
+    """Local training target uint8[H,W] for a gesture on `region.parts[part]` (`part=None`:
+    on the whole region, e.g. an occluded object taken whole).
 
     1 on the part, 255 on the region's other pixels and on `void`, 0 elsewhere.
     """
-    if not 0 <= part < region.num_parts:
+    if part is not None and not 0 <= part < region.num_parts:
         raise ValueError(f"part: index {part} out of range for {region.num_parts} parts")
-    target_part = region.parts[part] > 0
+    target_part = region.mask > 0 if part is None else region.parts[part] > 0
     target = target_part.astype(np.uint8)  # 1 on the part, 0 elsewhere
     target[(region.mask > 0) & ~target_part] = VOID
     if void is not None:
         target[np.asarray(void) > 0] = VOID
     return target
+
+
+def creation_targets(region: Region, sampling: str = "paper") -> list[int | None]:
+    """The parts a creation gesture aims at (None = the whole region): "paper" — the whole
+    region when it has several parts, then every part; "largest" — the largest part."""
+    areas = region.parts.reshape(region.num_parts, -1).sum(1)
+    if sampling == "largest":
+        return [int(np.argmax(areas))]
+    return ([None] if region.num_parts > 1 else []) + list(range(region.num_parts))
 
 
 def disjoint_regions(regions: list[Region], mask: np.ndarray) -> list[Region]:

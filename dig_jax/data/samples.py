@@ -106,7 +106,7 @@ def make_sample(
 def creation_sample(
     image: np.ndarray,
     region: Region,
-    part: int,
+    part: int | None,
     kind: int,
     rng: np.random.Generator,
     *,
@@ -114,14 +114,16 @@ def creation_sample(
     image_id: str = "",
     with_distance: bool = True,
 ) -> Sample:
-    """A creation sample: a gesture of `kind` on `region.parts[part]`, no previous mask."""
-    gesture = simulate_creation(GestureKind(kind), region.parts[part], rng)
+    """A creation sample: a gesture of `kind` on `region.parts[part]` (`part=None`: on the
+    whole region), no previous mask."""
+    aim = region.mask if part is None else region.parts[part]
+    gesture = simulate_creation(GestureKind(kind), aim, rng)
     raster = np.asarray(rasterize(gesture, image.shape[:2]), np.uint8)
     return make_sample(
         image=image, gesture_map=raster, prev_mask=None, with_distance=with_distance,
         target=creation_target(region, part, void), region=region.mask, kind=kind,
         context=Context.ADD, image_id=image_id, instance_id=region.instance_id,
-        local=region.parts[part], void=void,
+        local=aim, void=void,
     )  # fmt: skip
 
 

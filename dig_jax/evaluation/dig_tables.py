@@ -46,7 +46,7 @@ def evaluate_samples(
     """(means of `score_samples`, number of samples scored)."""
     state = score_samples(predict, samples, batch_size=batch_size, total=total, desc=desc)
     counts = state.counts()
-    count = sum(v for k, v in counts.items() if k.startswith("iou_global/all/"))
+    count = sum(v for k, v in counts.items() if k.startswith("iou_local/all/"))
     return state.compute(), count
 
 

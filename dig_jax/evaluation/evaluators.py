@@ -7,7 +7,9 @@
 
 An entry of `config.evals` names its `type` and its settings:
 - "dig_tables": `DigTables` — RICE / IoU (local and global GT) per gesture kind for creation,
-  refinement and multi-region samples (DIG Tables 2, 5, 6, 8), one `Averages` per dataset;
+  refinement and multi-region samples (DIG Tables 2, 5, 6, 8), one `Averages` per dataset,
+  on the paper's sampling (`sampling="paper"`: every part and occluded whole region, every
+  correction of >= 100 px) or the earlier one (`"largest"`); `compute` adds sample counts;
 - "iterative": `Iterative` — NoG / NoF at 80 / 85 / 90 % IoU, per gesture kind and "mixed",
   from scratch and from a prior (DIG Table 7), one `NoCTally` per (dataset, start, kind).
 Both take any `Predictor` (a loaded segmenter through `segmenter_predictor`, or a classical
@@ -64,6 +66,12 @@ def _name(kind: int | str) -> str:
     return MIXED if kind == MIXED else GestureKind(kind).name.lower()
 
 
+def _without_global(counts: dict[str, int]) -> int:
+    """Samples scored locally but not globally (their global GT unknown), from `counts`."""
+    local = sum(v for k, v in counts.items() if k.startswith("iou_local/all/"))
+    return local - sum(v for k, v in counts.items() if k.startswith("iou_global/all/"))
+
+
 @dataclasses.dataclass
 class DigTables:
     """DIG sample sets per dataset (creation / refinement / multi-region × kinds), scored at
@@ -78,6 +86,7 @@ class DigTables:
     batch_size: int = 8
     limit: int | None = None
     progress: bool = True
+    sampling: str = "paper"
     skipped: SkipLog = dataclasses.field(default_factory=SkipLog)
 
     def run(self) -> dict[str, Any]:
@@ -91,18 +100,32 @@ class DigTables:
             # first, the 775 COCO-MVal validation samples took the process 412 -> 2507 MiB).
             samples = evaluation_samples(
                 records, max_side=self.max_side, kinds=kinds, modes=tuple(self.modes),
-                seed=self.seed, skipped=self.skipped,
+                seed=self.seed, skipped=self.skipped, sampling=self.sampling,
             )  # fmt: skip
             states[spec] = score_samples(
                 self.predict, samples, batch_size=self.batch_size, desc=spec,
                 progress=self.progress,
             )  # fmt: skip
+            missing = _without_global(states[spec].counts())
+            if missing:
+                self.skipped.add(
+                    spec,
+                    f"rice_global/iou_global refused on {missing} sample(s): "
+                    "no global GT (DIG JSON without obj_gt or source annotations)",
+                )
         return states
 
     @staticmethod
     def compute(states: dict[str, Any]) -> dict[str, float]:
-        return {f"{spec}/{k}": v for spec, state in states.items() for k, v in
-                state.compute().items()}  # fmt: skip
+        """`<dataset>/<score>/<kind>/<phase>` means and `<dataset>/n/<kind>/<phase>` sample
+        counts (those scored locally)."""
+        out = {}
+        for spec, state in states.items():
+            out.update({f"{spec}/{k}": v for k, v in state.compute().items()})
+            for k, v in state.counts().items():
+                if k.startswith("iou_local/"):
+                    out[f"{spec}/n/{k.partition('/')[2]}"] = float(v)
+        return out
 
 
 @dataclasses.dataclass

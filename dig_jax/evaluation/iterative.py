@@ -22,6 +22,7 @@ from dig_jax.evaluation.predictors import Predictor
 from dig_jax.gestures import simulate_creation, simulate_refinement
 from dig_jax.gestures.types import Context, GestureKind
 from dig_jax.metrics import MAX_INTERACTIONS, iou, noc
+from dig_jax.metrics.noc import DEFAULT_THRESHOLDS
 
 
 def largest_error(pred: np.ndarray, gt: np.ndarray) -> tuple[np.ndarray, int] | None:
@@ -113,12 +114,13 @@ def nog(
     items: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
     kind: int | str,
     *,
-    thresholds: Sequence[float] = (0.85, 0.90),
+    thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
     seed: int = 0,
     max_interactions: int = MAX_INTERACTIONS,
     start: Sequence[np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
-    """`noc(...)` of `iterative_ious` plus the trajectories under `ious`."""
+    """`noc(...)` of `iterative_ious` at `thresholds` (default 0.80, 0.85, 0.90, as DIG Table 7)
+    plus the trajectories under `ious`."""
     ious = iterative_ious(
         predict, items, kind, seed=seed, max_interactions=max_interactions, start=start
     )

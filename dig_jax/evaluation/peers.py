@@ -10,6 +10,9 @@ Both are context-free in creation. In refinement they are given the sample's tru
 context (an oracle, as the context baselines' `oracle` strategy): the previous mask seeds the
 rest (probable foreground inside, probable background outside), the gesture's area is added or
 removed.
+The oracles check the scorer, not a method: `oracle` returns each sample's local ground truth
+(IoU_local = RICE_local = 1 on any sample), `oracle_region` the whole region, the global GT
+(RICE_global = 1).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dig_jax.evaluation.predictors import Predictor
 from dig_jax.gestures.contours import fill_holes
 from dig_jax.gestures.types import Context
 
-PEERS = ("grabcut", "filled")
+PEERS = ("grabcut", "filled", "oracle", "oracle_region")
 GRABCUT_ITERATIONS = 5
 
 
@@ -87,8 +90,19 @@ def grabcut_mask(
     return np.isin(seeds, (cv2.GC_FGD, cv2.GC_PR_FGD)).astype(np.uint8)
 
 
+def oracle_mask(sample: dict[str, Any], truth: str = "local") -> np.ndarray:
+    """uint8[H, W] {0,1}: the sample's local GT (`truth="local"`; older samples without one:
+    the target's 1 pixels) or its whole region (`truth="region"`)."""
+    if truth == "region":
+        return (np.asarray(sample["region"]) == 1).astype(np.uint8)
+    if "local" in sample:
+        return (np.asarray(sample["local"]) > 0).astype(np.uint8)
+    return (np.asarray(sample["target"]) == 1).astype(np.uint8)
+
+
 def peer_predictor(name: str) -> Predictor:
-    """Predictor of a classical peer: "grabcut" or "filled" (see the module docstring)."""
+    """Predictor of a peer: "grabcut", "filled", "oracle" or "oracle_region" (see the module
+    docstring)."""
     if name not in PEERS:
         raise ValueError(f"peer must be one of {PEERS}, got {name!r}")
 
@@ -96,7 +110,9 @@ def peer_predictor(name: str) -> Predictor:
         out = []
         for s in samples:
             prev = s["prev_mask"] if bool(s["has_prev"]) else None
-            if name == "filled":
+            if name.startswith("oracle"):
+                out.append(oracle_mask(s, "region" if name == "oracle_region" else "local"))
+            elif name == "filled":
                 out.append(filled_mask(s["gesture"], prev, int(s["context"])))
             else:
                 out.append(grabcut_mask(s["image"], s["gesture"], prev, int(s["context"])))

@@ -35,15 +35,19 @@ Predictor = Callable[[Sequence[dict[str, Any]]], list[np.ndarray]]
 
 
 def zoom_crops(
-    samples: Sequence[dict[str, Any]], size: int, boxes: Sequence[Any] | None = None
+    samples: Sequence[dict[str, Any]],
+    size: int,
+    boxes: Sequence[Any] | None = None,
+    paper_mode: bool = False,
 ) -> tuple[dict, list]:
-    """The samples' prompts in their zoom crops (or in the given `boxes`), stacked: (batch
-    dict of uint8[B, S, S(, 3)] maps + context + gesture_kind, [(box, (H, W)), ...])."""
+    """The samples' prompts in their zoom crops (or in the given `boxes`; `paper_mode`: the
+    whole photo resized to S×S), stacked: (batch dict of uint8[B, S, S(, 3)] maps + context +
+    gesture_kind, [(box, (H, W)), ...])."""
     crops, places = [], []
     for n, sample in enumerate(samples):
         prev = sample["prev_mask"] if bool(sample["has_prev"]) else None
         image, gesture, prev = prompts.check_prompt(sample["image"], sample["gesture"], prev)
-        box = prompts.zoom_box(gesture, prev, size) if boxes is None else boxes[n]
+        box = prompts.prompt_box(gesture, prev, size, paper_mode) if boxes is None else boxes[n]
         crop = prompts.crop_prompt(image, gesture, prev, box, size)
         crop["context"] = np.int32(sample["context"])
         crop["gesture_kind"] = np.int32(sample["gesture_kind"])
@@ -78,12 +82,18 @@ def segmenter_predictor(
     gesture_encoding: str = "model",
     seed: int = 0,
     batch_size: int = 8,
+    paper_mode: bool | None = None,
 ) -> Predictor:
     """Predictor for a `dig_jax.load_segmenter(...)` object or a `ModelView` (gesture or
     context input).
 
+    `paper_mode`: as the DIG paper runs its models (§16.1, §16.3): the whole photo resized to
+    the working size S×S (aspect ratio not kept), no zoom-in crop and no focus pass; the
+    logits are resized back onto the photo (no previous-mask keeping either). None: as the
+    model was trained (`config.data.paper_mode`, False when absent).
+
     `gesture_encoding` (context models only): "model" = as trained (`model.context_encoding`),
-    "clicks" = skeleton clicks (`encode_context_clicks`, rectangles in the box channel),
+    "clicks" = skeleton clicks (`encode_context_clicks`, adding rectangles in the box channel),
     "box" = every gesture's bounding box in the box channel (`encode_context_box`).
     The network sees batches of at most `batch_size` crops, padded to a power of two (so it
     compiles for a few shapes only and wastes little on short chunks).
@@ -100,6 +110,8 @@ def segmenter_predictor(
     if gesture_encoding == "model":
         trained = segmenter.config.model.get("context_encoding", "gesture")
         gesture_encoding = "clicks" if trained == "clicks" else "gesture"
+    if paper_mode is None:
+        paper_mode = bool(segmenter.config.get("data", {}).get("paper_mode", False))
     rng = np.random.default_rng(seed)
     if hasattr(segmenter, "logits"):  # already jitted (a loaded segmenter, a ModelView)
         logits_fn = segmenter.logits
@@ -120,7 +132,9 @@ def segmenter_predictor(
             raise FloatingPointError("the segmenter produced NaN/Inf logits (corrupt weights?)")
         return logits
 
-    focus_pass = bool(segmenter.config.get("predict", {}).get("focus_pass", False))
+    focus_pass = not paper_mode and bool(
+        segmenter.config.get("predict", {}).get("focus_pass", False)
+    )
 
     def refocused(chunk, batch, places, logits):
         """The focus pass (`prompts.refocus_box`) for the chunk's creation clicks: their
@@ -148,12 +162,13 @@ def segmenter_predictor(
         masks = []
         for start in range(0, len(samples), batch_size):
             chunk = samples[start : start + batch_size]
-            batch, places = zoom_crops(chunk, segmenter.size)
+            batch, places = zoom_crops(chunk, segmenter.size, paper_mode=paper_mode)
             logits = network(batch)
             if focus_pass:
                 batch, places, logits = refocused(chunk, batch, places, logits)
             for i, (crop_logits, (box, shape)) in enumerate(zip(logits, places, strict=True)):
-                prev = chunk[i]["prev_mask"] if bool(chunk[i]["has_prev"]) else None
+                keep = bool(chunk[i]["has_prev"]) and not paper_mode
+                prev = chunk[i]["prev_mask"] if keep else None
                 masks.append(
                     prompts.paste_mask(crop_logits, box, shape, prev, batch["prev_mask"][i])
                 )

@@ -4,10 +4,14 @@ Every record is used at the photo's own resolution (or shrunk to `max_side` when
 gestures are simulated there with the 5 px brush, as a person would draw them, and every score
 is computed there, as the papers do. Predictors zoom in themselves (`dig_jax.prompts`).
 Every protocol iterates the same `Instance`s (`iter_instances`: one region of one photo).
-For each region: creation targets its largest part; refinement corrects the largest error
-component of one synthetic prior (the same prior for every kind, so kinds are compared on equal
-footing); multi-region (DIG Table 5) creates it while another region is already selected.
-Seeds derive from (seed, record index, region index, mode, kind): same seed, same samples.
+Sampling "paper" (the default, DIG §4 / Table 4): creation targets every part of a region and,
+when it has several (occlusion), the whole region too; refinement corrects every error
+component of >= 100 px of one synthetic prior (the same prior for every kind, so kinds are
+compared on equal footing); multi-region (DIG Table 5) creates each creation target while
+another region is already selected. Sampling "largest" (this project's earlier protocol):
+only the largest part and the largest correction of each region. Seeds derive from (seed,
+record index, region index, mode, kind, target index): same seed, same samples; the first
+target (a region's only part, its largest correction) is drawn as the earlier protocol drew it.
 """
 
 from __future__ import annotations
@@ -21,7 +25,14 @@ from typing import Any
 import numpy as np
 
 from dig_jax.data.priors import PriorUnreachableError, find_corrections, synthesize_prior
-from dig_jax.data.regions import MIN_AREA, VOID, Region, disjoint_regions, extract_regions
+from dig_jax.data.regions import (
+    MIN_AREA,
+    VOID,
+    Region,
+    creation_targets,
+    disjoint_regions,
+    extract_regions,
+)
 from dig_jax.data.samples import Sample, creation_sample, join_region, refinement_sample
 from dig_jax.data.sources.record import LoadedRecord, resize_loaded
 from dig_jax.gestures.types import GestureKind
@@ -29,6 +40,7 @@ from dig_jax.gestures.types import GestureKind
 log = logging.getLogger(__name__)
 MODES = ("creation", "refinement", "multi_region")
 DEFAULT_MODES = ("creation", "refinement")
+SAMPLINGS = ("paper", "largest")
 _MODE_CODE = {"creation": 0, "refinement": 1, "multi_region": 2}
 
 
@@ -154,15 +166,19 @@ def iter_instances(
     min_area: int = MIN_AREA,
 ) -> Iterator[Instance]:
     """Every region (>= `min_area` px: DIG drops smaller ones) of every record, in order (of a
-    prebuilt set, every object once); records that fail to load are reported to `skipped`."""
+    prebuilt set, every object once); records that fail to load, and prebuilt objects without a
+    global GT (DIG JSON without `obj_gt`), are reported to `skipped`."""
     skipped = SkipLog() if skipped is None else skipped
     seen: set[tuple[str, int]] = set()
-    for index, _, loaded in _loaded(records, max_side, skipped):
+    for index, record, loaded in _loaded(records, max_side, skipped):
         if isinstance(loaded, dict):  # a prebuilt sample: its object, once
             key = (str(loaded["image_id"]), int(loaded["instance_id"]))
             if key in seen:
                 continue
             seen.add(key)
+            if not loaded.get("has_region", True):
+                skipped.add(_name(record, index), "no global GT (the whole region) to iterate on")
+                continue
             loaded = _sample_record(loaded)
         yield from _record_instances(index, loaded, min_area)
 
@@ -186,26 +202,34 @@ def evaluation_samples(
     modes: Sequence[str] = DEFAULT_MODES,
     seed: int = 0,
     skipped: SkipLog | None = None,
+    sampling: str = "paper",
 ) -> Iterator[Sample]:
-    """Samples (dicts per the Sample contract, plus `mode` str) for every region x kind x mode.
+    """Samples (dicts per the Sample contract, plus `mode` str and `target_index` int) for
+    every region x mode x target x kind.
 
-    Modes: "creation" (a gesture on the region's largest part), "refinement" (the largest
-    correction of one synthetic prior, the same prior for every kind), "multi_region" (DIG
-    Table 5: a creation gesture while the previous mask already holds the photo's largest other
-    disjoint region, which must be kept). Records that fail to load, and regions whose prior
-    cannot reach the IoU band, has no correction of >= 100 px, or (multi-region) that have no
-    disjoint other region, are reported to `skipped` and left out.
+    Modes: "creation" (a gesture on each part, and on the whole region when it has several
+    parts), "refinement" (each correction of >= 100 px of one synthetic prior, the same prior
+    for every kind), "multi_region" (DIG Table 5: a creation gesture while the previous mask
+    already holds the photo's largest other disjoint region, which must be kept). `sampling`
+    "largest": the largest part and the largest correction only (see the module docstring).
+    Records that fail to load, and regions whose prior cannot reach the IoU band, has no
+    correction of >= 100 px, or (multi-region) that have no disjoint other region, are
+    reported to `skipped` and left out.
     """
     unknown = set(modes) - set(MODES)
     if unknown:
         raise ValueError(f"modes: unknown {sorted(unknown)}, expected a subset of {MODES}")
+    if sampling not in SAMPLINGS:
+        raise ValueError(f"sampling: expected one of {SAMPLINGS}, got {sampling!r}")
     skipped = SkipLog() if skipped is None else skipped
     for index, record, loaded in _loaded(records, max_side, skipped):
         if isinstance(loaded, dict):  # a prebuilt set, e.g. DIG JSON: its own samples
             yield from _prebuilt_samples(record, loaded, index, kinds, modes, skipped)
             continue
         for instance in _record_instances(index, loaded, MIN_AREA):
-            yield from _region_samples(instance, (seed, *instance.index), kinds, modes, skipped)
+            yield from _region_samples(
+                instance, (seed, *instance.index), kinds, modes, skipped, sampling
+            )
 
 
 def _prebuilt_samples(entry, sample, index, kinds, modes, skipped) -> Iterator[Sample]:
@@ -225,7 +249,8 @@ def _prebuilt_samples(entry, sample, index, kinds, modes, skipped) -> Iterator[S
 
 
 def _refinement_start(instance: Instance, key: tuple, skipped: SkipLog):
-    """(prior, its largest correction) of an instance, or (None, None) reported as skipped."""
+    """(prior, its corrections of >= 100 px, largest first) of an instance, or (None, [])
+    reported as skipped."""
     loaded, region = instance.loaded, instance.region
     try:
         prev = synthesize_prior(
@@ -233,12 +258,12 @@ def _refinement_start(instance: Instance, key: tuple, skipped: SkipLog):
         )
     except PriorUnreachableError as error:
         skipped.add(instance.name, str(error))
-        return None, None
+        return None, []
     corrections = find_corrections(prev, region.mask, loaded.void)
     if not corrections:
         skipped.add(instance.name, "prior has no correction >= 100 px")
-        return None, None
-    return prev, max(corrections, key=lambda c: c.area)
+        return None, []
+    return prev, sorted(corrections, key=lambda c: -c.area)  # stable: ties keep their order
 
 
 def _other_region(instance: Instance, skipped: SkipLog) -> Region | None:
@@ -250,34 +275,40 @@ def _other_region(instance: Instance, skipped: SkipLog) -> Region | None:
     return max(others, key=lambda r: r.area)
 
 
-def _region_samples(instance: Instance, key, kinds, modes, skipped) -> Iterator[Sample]:
+def _region_samples(instance: Instance, key, kinds, modes, skipped, sampling) -> Iterator[Sample]:
+    """One region's samples: per mode, per target (part / whole region, or correction), per
+    kind; `key` seeds them (see the module docstring)."""
     loaded, region = instance.loaded, instance.region
-    prev = correction = other = None
+    prev, corrections, other = None, [], None
     if "refinement" in modes:
-        prev, correction = _refinement_start(instance, key, skipped)
+        prev, corrections = _refinement_start(instance, key, skipped)
+        corrections = corrections[:1] if sampling == "largest" else corrections
     if "multi_region" in modes:
         other = _other_region(instance, skipped)
+    parts = creation_targets(region, sampling)
     for mode in modes:
-        for kind in kinds:
-            rng = np.random.default_rng([*key, _MODE_CODE[mode], int(kind)])
-            if mode in ("creation", "multi_region"):
-                if mode == "multi_region" and other is None:
-                    continue
-                sample = creation_sample(
-                    loaded.image, region, instance.largest_part, int(kind), rng,
-                    void=loaded.void, image_id=instance.image_id,
-                )  # fmt: skip
-                if mode == "multi_region":
-                    sample = join_region(sample, other.mask)
-            elif correction is not None:
-                sample = refinement_sample(
-                    loaded.image, region, prev, correction, int(kind), rng, void=loaded.void,
-                    image_id=instance.image_id,
-                )  # fmt: skip
-            else:
-                continue
-            sample["mode"] = mode
-            yield sample
+        if mode == "multi_region" and other is None:
+            continue
+        targets = corrections if mode == "refinement" else parts
+        for t, aim in enumerate(targets):
+            for kind in kinds:
+                seeds = [*key, _MODE_CODE[mode], int(kind)] + ([t] if t > 0 else [])
+                rng = np.random.default_rng(seeds)
+                if mode == "refinement":
+                    sample = refinement_sample(
+                        loaded.image, region, prev, aim, int(kind), rng, void=loaded.void,
+                        image_id=instance.image_id,
+                    )  # fmt: skip
+                else:
+                    sample = creation_sample(
+                        loaded.image, region, aim, int(kind), rng, void=loaded.void,
+                        image_id=instance.image_id,
+                    )  # fmt: skip
+                    if mode == "multi_region":
+                        sample = join_region(sample, other.mask)
+                sample["mode"] = mode
+                sample["target_index"] = t
+                yield sample
 
 
 def chunks(samples: Iterable[Sample], size: int) -> Iterator[list[Sample]]:

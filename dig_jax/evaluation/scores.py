@@ -15,8 +15,32 @@ from dig_jax.gestures.types import GestureKind
 from dig_jax.metrics import Averages, rice_scores
 
 SCORES = ("rice_local", "rice_global", "iou_local", "iou_global")
+GLOBAL_SCORES = ("rice_global", "iou_global")
 PHASES = ("create", "refine", "multi")
 MODE_PHASE = {"creation": 0, "refinement": 1, "multi_region": 2}  # sample["mode"] -> PHASES index
+_NOT_SCORES = ("gesture_kind", "has_prev", "phase", "has_region")
+
+
+class GlobalTruthMissingError(ValueError):
+    """A global score was asked of a sample whose global GT (the whole region) is unknown."""
+
+
+def has_global_truth(sample: dict[str, Any]) -> bool:
+    """False for a sample flagged `has_region` False (e.g. DIG JSON without `obj_gt` or source
+    annotations): its `region` is not the global GT."""
+    return bool(sample.get("has_region", True))
+
+
+def global_truth(sample: dict[str, Any], xp: Any = np) -> Any:
+    """The global GT {0,1,255} of one sample: its region with the dataset's void as 255;
+    `GlobalTruthMissingError` when it is unknown (no stand-in is ever scored)."""
+    if not has_global_truth(sample):
+        raise GlobalTruthMissingError(
+            f"sample {sample.get('image_id')}#{sample.get('instance_id')}: no global ground "
+            "truth (a DIG JSON row without `obj_gt` and no source annotations, `gt_dir`); "
+            "RICE_global / IoU_global are refused, not computed on the local target"
+        )
+    return ground_truths(sample, xp)[0]
 
 
 def ground_truths(sample: dict[str, Any], xp: Any = jnp) -> tuple[Any, Any]:
@@ -42,22 +66,27 @@ def score_batch(pred: jax.Array, batch: dict[str, Any]) -> dict[str, jax.Array]:
     prev = jnp.asarray(batch["prev_mask"]) * has_prev[:, None, None].astype(jnp.uint8)
     gt_global, gt_local = ground_truths(batch)
     scores = rice_scores(pred, prev, gt_global, gt_local)
-    return {
+    out = {
         **{k: scores[k] for k in SCORES},
         "gesture_kind": jnp.asarray(batch["gesture_kind"], jnp.int32),
         "has_prev": has_prev,
     }
+    if "has_region" in batch:  # rows without a global GT: left out of GLOBAL_SCORES
+        out["has_region"] = jnp.asarray(batch["has_region"]).astype(bool)
+    return out
 
 
 def score_sample(pred: np.ndarray, sample: dict[str, Any]) -> dict[str, Any]:
     """Scores of one prediction uint8[H, W] at the sample's own resolution (numpy), shaped
-    like one row of `score_batch` (arrays of length 1)."""
+    like one row of `score_batch` (arrays of length 1). A sample without a global GT
+    (`has_global_truth` False) gets the local scores only: its row has no `GLOBAL_SCORES`."""
     prev = sample["prev_mask"] if bool(sample["has_prev"]) else None
     gt_global, gt_local = ground_truths(sample, np)
     scores = rice_scores(np.asarray(pred, np.uint8), prev, gt_global, gt_local)
     phase = MODE_PHASE.get(sample.get("mode", ""), int(bool(sample["has_prev"])))
+    names = SCORES if has_global_truth(sample) else tuple(set(SCORES) - set(GLOBAL_SCORES))
     return {
-        **{k: np.asarray([scores[k]], np.float64) for k in SCORES},
+        **{k: np.asarray([scores[k]], np.float64) for k in SCORES if k in names},
         "gesture_kind": np.asarray([sample["gesture_kind"]], np.int32),
         "has_prev": np.asarray([bool(sample["has_prev"])]),
         "phase": np.asarray([phase], np.int32),
@@ -77,15 +106,19 @@ def summarize_state(score_batches: Iterable[dict[str, Any]]) -> Averages:
     for scores in score_batches:
         kinds = np.asarray(scores["gesture_kind"])
         phases = np.asarray(scores.get("phase", np.asarray(scores["has_prev"]).astype(np.int32)))
+        known = np.asarray(scores.get("has_region", np.ones(kinds.shape, bool))).astype(bool)
         for p, phase in enumerate(PHASES):
             phase_mask = phases == p
             if not phase_mask.any():
                 continue
-            for name in [k for k in scores if k not in ("gesture_kind", "has_prev", "phase")]:
+            for name in [k for k in scores if k not in _NOT_SCORES]:
                 values = np.asarray(scores[name])
-                acc = acc.add(f"{name}/all/{phase}", values, phase_mask)
+                rows = phase_mask & (known if name in GLOBAL_SCORES else True)
+                if not rows.any():
+                    continue
+                acc = acc.add(f"{name}/all/{phase}", values, rows)
                 for kind in GestureKind:
-                    mask = phase_mask & (kinds == int(kind))
+                    mask = rows & (kinds == int(kind))
                     if mask.any():
                         acc = acc.add(f"{name}/{kind.name.lower()}/{phase}", values, mask)
     return acc

@@ -8,6 +8,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dig_jax.metrics import MAX_INTERACTIONS
+
 KINDS = ("click", "scribble", "loose_lasso", "tight_lasso", "rectangle")
 PHASE_NAMES = {"create": "creation", "refine": "refinement", "multi": "multi-region"}
 
@@ -31,10 +33,15 @@ def _datasets(metrics: Mapping[str, float], depth: int) -> list[str]:
     return out
 
 
+def _count(value: float | None) -> str:
+    return "–" if value is None else str(int(value))
+
+
 def kind_table(
     results: Mapping[str, Mapping[str, Any]], score: str = "iou_global", phase: str = "create"
 ) -> str:
-    """Rows dataset × predictor, columns gesture kinds + all: `score` in `phase` of every
+    """Rows dataset × predictor, columns gesture kinds + all + n (samples in the row, from
+    `<dataset>/n/all/<phase>` when the results hold counts): `score` in `phase` of every
     dig_tables evaluator; "" when no evaluator has that phase."""
     rows = []
     for predictor, evals in results.items():
@@ -46,19 +53,31 @@ def kind_table(
                 cells = [metrics.get(f"{spec}/{score}/{k}/{phase}") for k in (*KINDS, "all")]
                 if all(c is None for c in cells):
                     continue
-                rows.append(f"| {spec} | {predictor} | " + " | ".join(map(_cell, cells)) + " |")
+                n = _count(metrics.get(f"{spec}/n/all/{phase}"))
+                rows.append(
+                    f"| {spec} | {predictor} | " + " | ".join(map(_cell, cells)) + f" | {n} |"
+                )
     if not rows:
         return ""
     title = f"**{score}, {PHASE_NAMES.get(phase, phase)}** (higher is better)"
-    header = "| dataset | predictor | " + " | ".join((*KINDS, "all")) + " |"
-    rule = "|---|---|" + "---:|" * (len(KINDS) + 1)
+    if phase == "create" and score.endswith("_local"):
+        title = f"**{score} (= {_other(score)}: no previous mask), creation** (higher is better)"
+    header = "| dataset | predictor | " + " | ".join((*KINDS, "all")) + " | n |"
+    rule = "|---|---|" + "---:|" * (len(KINDS) + 2)
     return "\n".join([title, "", header, rule, *rows])
+
+
+def _other(score: str) -> str:
+    """rice_local <-> iou_local (equal in creation)."""
+    kind, _, truth = score.partition("_")
+    return f"{'iou' if kind == 'rice' else 'rice'}_{truth}"
 
 
 def nog_table(results: Mapping[str, Mapping[str, Any]], threshold: int = 90) -> str:
     """Rows dataset × predictor × start, columns kinds (incl. mixed): `NoC@t (NoF@t)` of every
-    iterative evaluator (lower is better); "" when there is none."""
-    rows, kinds = [], []
+    iterative evaluator (lower is better); "" when there is none. The title states the cap on
+    gestures each entry ran with (its `max_interactions`, 20 when the entry does not say)."""
+    rows, kinds, caps = [], [], []
     for evals in results.values():
         for entry in evals.values():
             if entry.get("type") == "iterative":
@@ -70,6 +89,8 @@ def nog_table(results: Mapping[str, Mapping[str, Any]], threshold: int = 90) -> 
         for entry in evals.values():
             if entry.get("type") != "iterative":
                 continue
+            cap = int(entry.get("max_interactions", MAX_INTERACTIONS))
+            caps += [cap] if cap not in caps else []
             metrics = entry["metrics"]
             for prefix in _datasets(metrics, 2):  # "<dataset>/<start>"
                 spec, start = prefix.rsplit("/", 1)
@@ -81,18 +102,33 @@ def nog_table(results: Mapping[str, Mapping[str, Any]], threshold: int = 90) -> 
                 rows.append(f"| {spec} | {predictor} | {start} | " + " | ".join(cells) + " |")
     if not rows:
         return ""
-    title = f"**NoG@{threshold} (NoF@{threshold})**, at most 20 gestures (lower is better)"
+    cap = " / ".join(map(str, sorted(caps)))
+    title = f"**NoG@{threshold} (NoF@{threshold})**, at most {cap} gestures (lower is better)"
     header = "| dataset | predictor | start | " + " | ".join(kinds) + " |"
     rule = "|---|---|---|" + "---:|" * len(kinds)
     return "\n".join([title, "", header, rule, *rows])
+
+
+def _same_table(results: Mapping[str, Mapping[str, Any]], a: str, b: str, phase: str) -> bool:
+    """True when scores `a` and `b` print the same cells in `phase` (e.g. creation on regions
+    of one part, where local and global GT coincide)."""
+    first, second = kind_table(results, a, phase), kind_table(results, b, phase)
+    return first.split("\n", 1)[-1] == second.split("\n", 1)[-1]  # the cells, not the titles
 
 
 def all_tables(
     results: Mapping[str, Mapping[str, Any]],
     scores: Sequence[str] = ("iou_global", "rice_local", "rice_global"),
 ) -> str:
-    """Every kind table (each phase and score present) and NoG table, in a fixed order."""
-    tables = [kind_table(results, s, p) for p in PHASE_NAMES for s in scores]
+    """Every kind table (each phase and score present) and NoG table, in a fixed order.
+    Creation is printed once: RICE = IoU without a previous mask, so its table is `rice_local`
+    (= iou_local), followed by `iou_global` only where the global GT (the whole region)
+    changes a cell."""
+    creation = [kind_table(results, "rice_local", "create")]
+    if not _same_table(results, "rice_local", "iou_global", "create"):
+        creation.append(kind_table(results, "iou_global", "create"))
+    tables = creation + [kind_table(results, s, p) for p in PHASE_NAMES if p != "create"
+                         for s in scores]  # fmt: skip
     tables += [nog_table(results, t) for t in (80, 85, 90)]
     return "\n\n".join(t for t in tables if t)
 

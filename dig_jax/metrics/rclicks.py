@@ -11,7 +11,9 @@ reference (`compute_benchmark_metrics.ipynb` of emb-ai/rclicks), per instance an
 - ΔHH@t = mean over k = 1..5 of (NoC_Gk − NoC_G(k+5)) / NoC_G(k+5): the reference pairs the
   groups of the two halves one to one rather than comparing the halves' means;
 - IoU-AUC = trapezoid of the T IoUs over clicks 1..T, divided by T − 1 (19 for 20 clicks);
-- NSR = std_g(AUC_g) / mean_g(AUC_g); 0 when every AUC is 0 (the reference would give NaN);
+- NSR = std_g(IoU_g,1) / mean_g(IoU_g,1) on the first-round clicks (RClicks: the spread of the
+  IoU a person's first click gives, over where people click); 0 when every such IoU is 0 (the
+  reference would give NaN); NaN (and not counted) for NoC tables given without them;
 - the IoU forms of the Δs (RClicks supplementary Tab. 11): ΔSB-AUC = mean_g AUC_g − AUC_base,
   ΔGR-AUC = AUC_G1 − AUC_G10 (differences, not ratios). They stay informative when no
   trajectory reaches the threshold and every NoC is 20.
@@ -35,6 +37,7 @@ RCLICKS_THRESHOLDS = (0.85, 0.90)
 _PER_THRESHOLD = ("sample_noc", "sample_noc_std", "base_noc", "dsb", "dgr", "dhh",
                   "sample_nof", "base_nof")  # fmt: skip
 _NEEDS_BASE = ("base_auc", "dsb_auc")
+_NEEDS_FIRST = ("nsr",)
 _SCALAR = ("sample_auc", "sample_auc_std", "base_auc", "nsr", "dsb_auc", "dgr_auc")
 
 
@@ -69,6 +72,7 @@ def instance_scores(
     auc_base: Any | None = None,
     *,
     max_clicks: int = MAX_INTERACTIONS,
+    first_groups: Any | None = None,
 ) -> dict[str, np.ndarray]:
     """Per-instance RClicks values from NoC tables.
 
@@ -76,6 +80,7 @@ def instance_scores(
       noc_groups: [N, 10, K] NoC of groups G1..G10 at K thresholds (values 1..max_clicks).
       noc_base: [N, K] NoC of the baseline clicker.
       auc_groups: [N, 10] IoU-AUC per group; auc_base: [N] or None (then NaN, not counted).
+      first_groups: [N, 10] IoU after each group's first click, or None (NSR NaN).
     Returns float64 arrays: sample_noc, sample_noc_std, base_noc, dsb, dgr, dhh, sample_nof,
     base_nof ([N, K]; NoF = 1 where the count is max_clicks) and sample_auc, sample_auc_std,
     base_auc, nsr, dsb_auc, dgr_auc ([N]; base_auc and dsb_auc NaN without auc_base).
@@ -97,6 +102,13 @@ def instance_scores(
         auc_b = np.asarray(auc_base, np.float64)
         if auc_b.shape != (n,) or not np.isfinite(auc_b).all():
             raise ValueError(f"auc_base must be finite with shape {(n,)}, got {auc_b.shape}")
+    nsr = np.full(n, np.nan)
+    if first_groups is not None:
+        first = np.asarray(first_groups, np.float64)
+        if first.shape != (n, N_GROUPS) or not np.isfinite(first).all():
+            raise ValueError(f"first_groups must be finite with shape {(n, N_GROUPS)}")
+        first_mean = first.mean(axis=1)
+        nsr = np.divide(first.std(axis=1), first_mean, out=np.zeros(n), where=first_mean > 0)
     mean_g = groups.mean(axis=1)
     half = N_GROUPS // 2
     auc_mean = auc.mean(axis=1)
@@ -113,7 +125,7 @@ def instance_scores(
         "sample_auc": auc_mean,
         "sample_auc_std": auc_std,
         "base_auc": auc_b,
-        "nsr": np.divide(auc_std, auc_mean, out=np.zeros(n), where=auc_mean > 0),
+        "nsr": nsr,
         "dsb_auc": auc_mean - auc_b,
         "dgr_auc": auc[:, 0] - auc[:, -1],
     }
@@ -124,20 +136,22 @@ class RClicksTally:
     """Sums over instances of the per-instance RClicks values (see module docstring).
 
     `sums` maps each name of `instance_scores` to a float64 sum ([K] per threshold or scalar);
-    `count` instances, `base_auc_count` of them with a baseline AUC.
+    `count` instances, `base_auc_count` of them with a baseline AUC, `first_count` with their
+    first-round IoUs (NSR).
     """
 
     sums: Mapping[str, Any]
     count: Any
     base_auc_count: Any
     thresholds: tuple[float, ...] = flax.struct.field(pytree_node=False, default=RCLICKS_THRESHOLDS)
+    first_count: Any = 0
 
     @classmethod
     def empty(cls, thresholds: Sequence[float] = RCLICKS_THRESHOLDS) -> RClicksTally:
         k = len(thresholds)
         sums = {name: np.zeros(k) for name in _PER_THRESHOLD}
         sums.update({name: np.float64(0.0) for name in _SCALAR})
-        return cls(sums, np.int64(0), np.int64(0), tuple(thresholds))
+        return cls(sums, np.int64(0), np.int64(0), tuple(thresholds), np.int64(0))
 
     @classmethod
     def from_noc(
@@ -149,21 +163,26 @@ class RClicksTally:
         *,
         thresholds: Sequence[float] = RCLICKS_THRESHOLDS,
         max_clicks: int = MAX_INTERACTIONS,
+        first_groups: Any | None = None,
     ) -> RClicksTally:
         """State from hand-made or computed NoC tables (shapes as in `instance_scores`)."""
-        scores = instance_scores(noc_groups, noc_base, auc_groups, auc_base, max_clicks=max_clicks)
+        scores = instance_scores(noc_groups, noc_base, auc_groups, auc_base,
+                                 max_clicks=max_clicks, first_groups=first_groups)  # fmt: skip
         if scores["base_noc"].shape[1] != len(thresholds):
             raise ValueError(
                 f"thresholds has {len(thresholds)} levels, the NoC tables have "
                 f"{scores['base_noc'].shape[1]}"
             )
         sums = {name: scores[name].sum(axis=0) for name in _PER_THRESHOLD}
-        has_base = np.isfinite(scores["base_auc"])
+        has_base, has_first = np.isfinite(scores["base_auc"]), np.isfinite(scores["nsr"])
         for name in _SCALAR:
-            values = scores[name][has_base] if name in _NEEDS_BASE else scores[name]
+            values = scores[name]
+            if name in _NEEDS_BASE or name in _NEEDS_FIRST:
+                values = values[has_base if name in _NEEDS_BASE else has_first]
             sums[name] = np.float64(values.sum())
         n = len(scores["base_noc"])
-        return cls(sums, np.int64(n), np.int64(has_base.sum()), tuple(thresholds))
+        counts = (np.int64(n), np.int64(has_base.sum()), tuple(thresholds))
+        return cls(sums, *counts, np.int64(has_first.sum()))
 
     @classmethod
     def from_ious(
@@ -191,7 +210,7 @@ class RClicksTally:
         noc_base = noc(base_ious, thresholds, max_clicks)["noc"]
         return cls.from_noc(
             noc_groups, noc_base, auc_groups, auc_base, thresholds=thresholds,
-            max_clicks=max_clicks,
+            max_clicks=max_clicks, first_groups=group_ious[..., 0],
         )  # fmt: skip
 
     def merge(self, other: RClicksTally) -> RClicksTally:
@@ -203,6 +222,7 @@ class RClicksTally:
             self.count + other.count,
             self.base_auc_count + other.base_auc_count,
             self.thresholds,
+            self.first_count + other.first_count,
         )
 
     def compute(self) -> dict[str, float]:
@@ -218,6 +238,7 @@ class RClicksTally:
                 out[f"{name}@{_tag(t)}"] = mean(np.asarray(self.sums[name])[k], n)
         for name in _SCALAR:
             count = int(self.base_auc_count) if name in _NEEDS_BASE else n
+            count = int(self.first_count) if name in _NEEDS_FIRST else count
             out[name] = mean(self.sums[name], count)
         return out
 

@@ -136,9 +136,12 @@ def encode_context_clicks(
     click_rng: np.random.Generator | None = None,
 ) -> dict:
     """Host-side: gestures as skeleton clicks (`to_clicks`) drawn as radius-5 disks into the
-    positive (ADD) or negative (REMOVE) map; rectangles go to the box channel as their outline.
+    positive (ADD) or negative (REMOVE) map. A rectangle that adds goes to the box channel as
+    its outline; a box cannot say "remove", so a removing rectangle is read as the others are,
+    as negative clicks (the context strategies' rows differ for rectangles as in DIG Table 2).
     With `click_rng` every click gets its own fair-coin context instead (DIG's "random"
-    strategy for click models: a person clicking at random, click by click).
+    strategy for click models: a person clicking at random, click by click), and a rectangle
+    one coin for the whole of it.
 
     Returns a copy of `batch` with uint8[B, H, W] maps `positive`, `negative`, `box`.
     """
@@ -148,15 +151,21 @@ def encode_context_clicks(
     negative = np.zeros_like(positive)
     box = np.zeros_like(positive)
     for i, gesture_map in enumerate(gestures):
-        if int(batch["gesture_kind"][i]) == GestureKind.RECTANGLE:
-            box[i] = gesture_map > 0
-            continue
+        rectangle = int(batch["gesture_kind"][i]) == GestureKind.RECTANGLE
+        if rectangle:
+            adds = int(batch["context"][i]) if click_rng is None else int(click_rng.integers(2))
+            if adds == Context.ADD:
+                box[i] = gesture_map > 0
+                continue
         clicks = to_clicks(gesture_map, max_points=max_points)
-        if len(clicks) == 0:
-            continue
         for point in clicks:
             disk = rasterize(Gesture(GestureKind.CLICK, point[None], False), size, BRUSH_RADIUS)
-            add = int(click_rng.integers(2)) if click_rng is not None else int(batch["context"][i])
+            if rectangle:  # a removing rectangle: every click negative
+                add = Context.REMOVE
+            elif click_rng is not None:
+                add = int(click_rng.integers(2))
+            else:
+                add = int(batch["context"][i])
             (positive if add == 1 else negative)[i] |= disk
     return {**batch, "positive": positive, "negative": negative, "box": box}
 
@@ -185,21 +194,23 @@ def gesture_map_box(gesture_map: np.ndarray, radius: float = 5) -> np.ndarray | 
 
 def encode_context_box(batch: dict[str, np.ndarray]) -> dict:
     """Host-side: every gesture as its bounding box (`gesture_map_box`), drawn as a radius-5
-    rectangle outline into the box channel, as the training rectangles are; the positive and
-    negative maps stay empty (the context is not used). An empty gesture gives an empty box map.
+    rectangle outline, as the training rectangles are: into the box channel when the gesture
+    adds (`context` ADD), into the negative map when it removes (a box prompt cannot remove).
+    An empty gesture gives empty maps.
 
     Returns a copy of `batch` with uint8[B, H, W] maps `positive`, `negative`, `box`.
     """
     gestures = np.asarray(batch["gesture"])
     size = gestures.shape[1:3]
     box = np.zeros(gestures.shape, np.uint8)
+    negative = np.zeros_like(box)
     for i, gesture_map in enumerate(gestures):
         bounds = gesture_map_box(gesture_map, BRUSH_RADIUS)
         if bounds is not None:
             outline = Gesture(GestureKind.RECTANGLE, box_outline_points(bounds), True)
-            box[i] = rasterize(outline, size, BRUSH_RADIUS)
-    empty = np.zeros_like(box)
-    return {**batch, "positive": empty, "negative": empty.copy(), "box": box}
+            adds = int(batch["context"][i]) == Context.ADD
+            (box if adds else negative)[i] = rasterize(outline, size, BRUSH_RADIUS)
+    return {**batch, "positive": np.zeros_like(box), "negative": negative, "box": box}
 
 
 CONTEXT_STRATEGIES = ("oracle", "positive", "negative", "random")

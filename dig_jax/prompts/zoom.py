@@ -47,20 +47,30 @@ GESTURE_COVERAGE = 0.2  # a crop pixel is marked when the stroke covers this muc
 @dataclasses.dataclass(frozen=True)
 class ZoomBox:
     """A square region of the photo in continuous pixel-edge coordinates: columns
-    [x0, x0 + side), rows [y0, y0 + side); it may extend past the image (padding)."""
+    [x0, x0 + side), rows [y0, y0 + side); it may extend past the image (padding). With
+    `height` the region is columns [x0, x0 + side) by rows [y0, y0 + height), stretched onto
+    the square crop (the paper mode's whole photo, `paper_box`)."""
 
     x0: float
     y0: float
     side: float
+    height: float | None = None
+
+    def scales(self, size: int) -> tuple[float, float]:
+        """(columns, rows) crop pixels per image pixel at working size `size`."""
+        return size / self.side, size / (self.side if self.height is None else self.height)
 
     def scale(self, size: int) -> float:
-        """Crop pixels per image pixel at working size `size`."""
-        return size / self.side
+        """Crop pixels per image pixel at working size `size` (the smaller of the two axes'
+        for a stretched box)."""
+        return min(self.scales(size))
 
     def matrix(self, size: int) -> np.ndarray:
         """f64[2, 3] affine map from image pixel centres (x, y) to crop pixel centres (u, v)."""
-        s = self.scale(size)
-        return np.array([[s, 0.0, (0.5 - self.x0) * s - 0.5], [0.0, s, (0.5 - self.y0) * s - 0.5]])
+        sx, sy = self.scales(size)
+        return np.array(
+            [[sx, 0.0, (0.5 - self.x0) * sx - 0.5], [0.0, sy, (0.5 - self.y0) * sy - 0.5]]
+        )
 
 
 def _binary(mask: Any, name: str, shape: tuple[int, int]) -> np.ndarray:
@@ -131,6 +141,20 @@ def whole_image_box(shape: tuple[int, int]) -> ZoomBox:
     return ZoomBox((w - side) / 2, (h - side) / 2, side)
 
 
+def paper_box(shape: tuple[int, int]) -> ZoomBox:
+    """The DIG paper's input (§16.1, §16.3): the whole photo (H, W) resized to the square
+    working size, aspect ratio not kept; no crop, no padding."""
+    h, w = shape
+    return ZoomBox(0.0, 0.0, float(w), float(h))
+
+
+def prompt_box(gesture_map: Any, prev_mask: Any, size: int, paper_mode: bool = False) -> ZoomBox:
+    """The box a prompt is run in: `paper_box` in paper mode, else `zoom_box`."""
+    if paper_mode:
+        return paper_box(np.shape(gesture_map)[:2])
+    return zoom_box(gesture_map, prev_mask, size)
+
+
 def fit_box(cx: float, cy: float, side: float, shape: tuple[int, int], size: int) -> ZoomBox:
     """A square of `side` centred at (cx, cy), clamped to [`MIN_SIDE_FRACTION`·size, long
     side] and moved inside the image where it fits (centred on an axis where it does not)."""
@@ -188,18 +212,19 @@ def warp(array: np.ndarray, box: ZoomBox, size: int, *, nearest: bool = False, f
     box, then a bilinear warp for the sub-pixel rest); enlarging is bilinear; `nearest` keeps
     label values exact (void 255). Float arrays stay float, uint8 stay uint8.
     """
-    scale = box.scale(size)
+    scale_x, scale_y = box.scales(size)
     matrix = box.matrix(size)
     flags = cv2.INTER_NEAREST if nearest else cv2.INTER_LINEAR
-    if scale < 0.5 and not nearest:
+    if min(scale_x, scale_y) < 0.5 and not nearest:
         h, w = array.shape[:2]
+        height = box.side if box.height is None else box.height
         x1, y1 = max(int(np.floor(box.x0)) - 1, 0), max(int(np.floor(box.y0)) - 1, 0)
         x2 = min(int(np.ceil(box.x0 + box.side)) + 1, w)
-        y2 = min(int(np.ceil(box.y0 + box.side)) + 1, h)
+        y2 = min(int(np.ceil(box.y0 + height)) + 1, h)
         if x2 > x1 and y2 > y1:
             part = array[y1:y2, x1:x2]
-            small_w = max(1, round((x2 - x1) * scale))
-            small_h = max(1, round((y2 - y1) * scale))
+            small_w = max(1, round((x2 - x1) * min(scale_x, 1.0)))
+            small_h = max(1, round((y2 - y1) * min(scale_y, 1.0)))
             small = cv2.resize(part, (small_w, small_h), interpolation=cv2.INTER_AREA)
             sx, sy = small_w / (x2 - x1), small_h / (y2 - y1)
             # small pixel centre u' <- image x = x1 + (u' + 0.5) / sx - 0.5 -> crop u.
@@ -341,6 +366,7 @@ def zoom_sample(
     size: int,
     rng: np.random.Generator | None = None,
     focus_prob: float = 0.0,
+    paper_mode: bool = False,
 ) -> dict[str, Any]:
     """The sample in its prompt's zoom crop at `size`² (`dig_jax.prompts`); with `rng`
     (training) the box is jittered and the crop flipped left-right with probability 1/2, and
@@ -348,11 +374,17 @@ def zoom_sample(
     around its target (`focus_box` of the local GT), as the second run of `predict` sees it."""
     shape = sample["image"].shape[:2]
     prev = sample["prev_mask"] if bool(sample["has_prev"]) else None
-    box = zoom_box(sample["gesture"], prev, size)
-    if rng is not None and focus_prob > 0 and prev is None and box == whole_image_box(shape):
+    box = prompt_box(sample["gesture"], prev, size, paper_mode)
+    if (
+        rng is not None
+        and not paper_mode
+        and focus_prob > 0
+        and prev is None
+        and box == whole_image_box(shape)
+    ):
         if rng.random() < focus_prob:
             box = focus_box(sample["gesture"], sample["local"], size) or box
-    if rng is not None:
+    if rng is not None and not paper_mode:
         box = jitter_box(box, shape, size, rng)
     out = crop_sample(sample, box, size)
     if rng is not None and rng.random() < 0.5:

@@ -122,6 +122,9 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     c.data.multi_region_prob = 0.0  # multi-region augmentation probability (dataAug: 0.2)
     c.data.prior_prob = 0.5  # probability that a training sample refines a previous mask
     c.data.max_side = 640  # photos are shrunk to this long side (px) before sampling
+    # True: the DIG paper's input, the whole photo resized to image_size², no zoom-in crop
+    # (the exported model then runs that way in evaluate and predict's evaluation predictor)
+    c.data.paper_mode = False
     c.data.worker_count = {"paper": 8, "offline": 1, "demo": 1, "tiny": 0}[variant]  # grain workers
 
     c.eval = ml_collections.ConfigDict()

@@ -20,6 +20,7 @@ from dig_jax.prompts.encode import encode_context_clicks
 # Keys moved to the devices: the sample's arrays and the context encodings (ids stay behind).
 DEVICE_KEYS = (
     *(k for k in SAMPLE_KEYS if k not in ("image_id", "instance_id")),
+    "has_region",  # DIG JSON without obj_gt: global GT unknown (left out of RICE_global)
     "positive",
     "negative",
     "box",

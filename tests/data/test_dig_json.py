@@ -81,7 +81,9 @@ def test_reads_column_oriented_release_layout_and_string_modes(tmp_path):
     sample = entry.load()
     assert sample["target"].tobytes() == target.tobytes()
     assert int(sample["context"]) == 0 and int(sample["gesture_kind"]) == 4
-    assert np.array_equal(sample["region"], (target == 1).astype(np.uint8))
+    # no obj_gt, no source annotations: the global GT is unknown, not the local target
+    assert not sample["has_region"] and not sample["region"].any()
+    assert np.array_equal(sample["local"], (target == 1).astype(np.uint8))
 
 
 def _one_sample_row(tmp_path, h=8, w=9):

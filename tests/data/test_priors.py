@@ -12,6 +12,7 @@ from dig_jax.data.priors import (
     IOU_BAND,
     PriorUnreachableError,
     find_corrections,
+    refinement_local,
     refinement_targets,
     synthesize_prior,
 )
@@ -192,3 +193,20 @@ def test_boundary_band_matches_ndimage_morphology(seed, h, w, density):
         mask, iterations=2
     )
     np.testing.assert_array_equal(_boundary_band(mask, 2), expected)
+
+
+def test_refinement_local_inverts_the_training_target():
+    """The local GT (eq. 6) read back from the void-bearing training target and the prior."""
+    gt = np.zeros((30, 40), np.uint8)
+    gt[5:25, 5:35] = 1
+    prev = gt.copy()
+    prev[5:15, 5:15] = 0  # missing: targeted
+    prev[25:30, 30:40] = 1  # extra: untargeted
+    void = np.zeros_like(gt)
+    void[0:2, 0:2] = 1
+    (correction,) = [c for c in find_corrections(prev, gt, void) if c.context == 1]
+    local, target = refinement_targets(prev, gt, correction, void)
+    for region, photo_void in ((gt, void), (gt, None), (None, void)):
+        got, got_void = refinement_local(target, prev, region, photo_void)
+        np.testing.assert_array_equal(got[void == 0], local[void == 0] > 0)
+        np.testing.assert_array_equal(got_void, void > 0)

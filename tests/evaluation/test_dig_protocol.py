@@ -106,21 +106,21 @@ def test_evaluate_runs_on_dig_json_and_results_render_again(dig_json_set, tmp_pa
     argv = ["--predictor", "filled", "--datasets", spec, "--out", str(tmp_path)]
     assert evaluate_main([*argv, "--modes", "creation,refinement,multi_region"]) == 0
     payload = json.loads((tmp_path / "metrics.json").read_text())
-    metrics = payload["results"]["filled"]["dig"]["metrics"]
+    metrics = payload["results"]["peer:filled"]["dig"]["metrics"]
     for phase in ("create", "refine", "multi"):
         assert f"{spec}/iou_global/all/{phase}" in metrics
     assert all_tables(payload["results"]) + "\n" == (tmp_path / "tables.md").read_text()
 
     # A run made separately merges into one set of tables (peers once, checkpoints later).
-    other = {"results": {"other": payload["results"]["filled"]}}
+    other = {"results": {"other": payload["results"]["peer:filled"]}}
     (tmp_path / "other.json").write_text(json.dumps(other))
     merged_dir = tmp_path / "merged"
     argv = [str(tmp_path / "metrics.json"), str(tmp_path / "other.json"), "--out", str(merged_dir)]
     assert tables_main(argv) == 0
     merged = json.loads((merged_dir / "metrics.json").read_text())["results"]
-    assert set(merged) == {"filled", "other"} and merged["other"] == merged["filled"]
+    assert set(merged) == {"peer:filled", "other"} and merged["other"] == merged["peer:filled"]
     text = (merged_dir / "tables.md").read_text()
-    assert "| filled |" in text and "| other |" in text
+    assert "| peer:filled |" in text and "| other |" in text
     with pytest.raises(SystemExit):
         tables_main([str(tmp_path / "missing.json")])
 

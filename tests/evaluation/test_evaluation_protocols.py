@@ -92,6 +92,7 @@ def test_nog_oracle_reaches_every_threshold_at_first_gesture():
     items = nog_items(records, None, SkipLog())
     out = nog(oracle, items, int(GestureKind.CLICK), max_interactions=5)
     assert out["ious"].shape == (len(items), 5)
+    assert out["noc"].shape == (len(items), 3)  # default thresholds 0.80, 0.85, 0.90
     assert (out["noc"] == 1).all() and not out["failed"].any()
     out = nog(keep_previous, items, int(GestureKind.CLICK), max_interactions=5)
     assert (out["noc"] == 5).all() and out["failed"].all()

@@ -35,4 +35,5 @@ def test_dig_tables_stream_their_samples_and_score_as_the_whole_list(monkeypatch
     whole = list(evaluation_samples(load_dataset(SPEC), kinds=(0, 4), modes=modes))
     assert len(whole) == drawn[0]
     expected = score_samples(filled, whole, batch_size=2, progress=False).compute()
-    assert DigTables.compute(states) == {f"{SPEC}/{k}": v for k, v in expected.items()}
+    means = {k: v for k, v in DigTables.compute(states).items() if "/n/" not in k}
+    assert means == {f"{SPEC}/{k}": v for k, v in expected.items()}

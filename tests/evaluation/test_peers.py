@@ -67,14 +67,18 @@ def test_grabcut_finds_an_object_with_a_clear_colour():
 
 
 def test_peer_predictors_on_samples():
-    image, _ = scene(1)
+    image, mask = scene(1)
     rect = rectangle([40, 20, 120, 100])
+    part = mask.copy()
+    part[:, :70] = 0
     sample = {
         "image": image, "gesture": rect, "prev_mask": np.zeros(SHAPE, np.uint8),
-        "has_prev": np.bool_(False), "context": np.int32(1),
+        "has_prev": np.bool_(False), "context": np.int32(1), "local": part, "region": mask,
     }  # fmt: skip
     for name in PEERS:
         (pred,) = peer_predictor(name)([sample])
         assert pred.shape == SHAPE and pred.dtype == np.uint8
+    np.testing.assert_array_equal(peer_predictor("oracle")([sample])[0], part > 0)
+    np.testing.assert_array_equal(peer_predictor("oracle_region")([sample])[0], mask > 0)
     with pytest.raises(ValueError, match="peer must be one of"):
         peer_predictor("sam")

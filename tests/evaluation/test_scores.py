@@ -43,3 +43,17 @@ def test_summary_means_per_kind_and_phase_and_table():
     assert table[2].split() == ["click", "0.300", "-"]
     assert table[3].split() == ["rectangle", "0.600", "-0.500"]
     assert table[4].split() == ["all", "0.400", "-0.500"]
+
+
+def test_rows_without_a_global_gt_are_left_out_of_the_global_scores():
+    region = np.zeros((2, 4, 4), np.uint8)
+    region[:, :2] = 1
+    pred = region.copy()
+    pred[1] = 0  # the second sample's region is unknown (empty): a stand-in would score it 1.0
+    batch = {"prev_mask": np.zeros_like(region), "region": region * np.array([1, 0])[:, None, None],
+             "target": region, "has_prev": np.array([False, False]),
+             "gesture_kind": np.array([0, 0]), "has_region": np.array([True, False])}  # fmt: skip
+    summary = summarize_scores([{k: np.asarray(v) for k, v in score_batch(pred, batch).items()}])
+    assert summary["rice_global/all/create"] == 1.0  # the first sample only
+    assert summary["iou_local/all/create"] == 0.5  # both: 1.0 and 0.0
+    assert "has_region/all/create" not in summary

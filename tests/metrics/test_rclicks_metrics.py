@@ -34,7 +34,7 @@ def test_hand_made_table():
     assert m["sample_auc"] == pytest.approx(0.3)
     assert m["sample_auc_std"] == pytest.approx(0.05)
     assert m["base_auc"] == pytest.approx(0.35)
-    assert m["nsr"] == pytest.approx((0.1 / 0.6 + 0.0) / 2)  # all-zero AUCs: NSR 0, not NaN
+    assert np.isnan(m["nsr"])  # no first-round IoUs given: no NSR (never the AUCs' spread)
     assert m["sample_nof@90"] == pytest.approx(0.0)
     assert m["dsb_auc"] == pytest.approx((0.6 - 0.6 + 0.0 - 0.1) / 2)
     assert m["dgr_auc"] == pytest.approx((0.5 - 0.7 + 0.0) / 2)
@@ -51,6 +51,19 @@ def test_table_says_when_noc_saturates():
     m = RClicksTally.from_noc(noc, np.full((3, 2), 20.0), auc, np.full(3, 0.3)).compute()
     table = rclicks_table({"tiny": m}, max_clicks=20)
     assert "saturates at the 20-click limit in tiny" in table and "IoU-AUC" in table
+
+
+def test_nsr_is_the_spread_of_first_round_ious():
+    """NSR (RClicks) = std / mean over the groups of the IoU after the first click, per
+    instance, then averaged: A's first clicks give 0.4 or 0.8 (std 0.2 / mean 0.6), B's none."""
+    first = np.array([[0.4] * 5 + [0.8] * 5, [0.0] * 10])
+    m = RClicksTally.from_noc(*hand_made(), first_groups=first).compute()
+    assert m["nsr"] == pytest.approx((0.2 / 0.6 + 0.0) / 2)  # all-zero IoUs: NSR 0, not NaN
+    t = np.arange(1, 21)
+    group_ious = np.where(t >= 2, 0.95, np.linspace(0.3, 0.7, N_GROUPS)[:, None])[None]
+    m = RClicksTally.from_ious(group_ious, np.full((1, 20), 0.9)).compute()
+    first = np.linspace(0.3, 0.7, N_GROUPS)
+    assert m["nsr"] == pytest.approx(first.std() / first.mean())
 
 
 def test_dhh_pairs_groups_one_to_one():
@@ -90,11 +103,14 @@ def test_merge_equals_one_pass(n, n_chunks, seed):
     base = rng.integers(1, 21, (n, 2)).astype(float)
     auc = rng.uniform(0, 1, (n, N_GROUPS))
     auc_base = rng.uniform(0, 1, n)
-    whole = RClicksTally.from_noc(groups, base, auc, auc_base).compute()
+    first = rng.uniform(0, 1, (n, N_GROUPS))
+    whole = RClicksTally.from_noc(groups, base, auc, auc_base, first_groups=first).compute()
     merged = RClicksTally.empty()
     for part in np.array_split(np.arange(n), n_chunks):
-        merged = merged.merge(RClicksTally.from_noc(groups[part], base[part], auc[part],
-                                                    auc_base[part]))  # fmt: skip
+        tally = RClicksTally.from_noc(
+            groups[part], base[part], auc[part], auc_base[part], first_groups=first[part]
+        )
+        merged = merged.merge(tally)
     assert merged.compute() == pytest.approx(whole)
     for key, value in whole.items():
         assert np.isfinite(value), key

@@ -76,7 +76,7 @@ def test_gesture_map_box_inverts_rectangles_and_boxes_clicks():
     np.testing.assert_array_equal(gesture_map_box(edge), [1, 1, 2, 2])
 
 
-def test_encode_context_box_draws_every_gesture_as_a_box_outline():
+def test_encode_context_box_draws_every_gesture_as_a_box_outline_by_its_context():
     box = [6, 8, 21, 19]
     rect = rectangle_map(box)
     click = rasterize(Gesture(GestureKind.CLICK, [[12.0, 15.0]], False), (32, 32))
@@ -87,9 +87,10 @@ def test_encode_context_box_draws_every_gesture_as_a_box_outline():
     }
     out = encode_context_box(batch)
     np.testing.assert_array_equal(out["box"][0], rect)  # a rectangle stays itself
-    np.testing.assert_array_equal(out["box"][1], rectangle_map([12, 15, 13, 16]))
-    assert out["box"][2].sum() == 0
-    assert out["positive"].sum() == 0 and out["negative"].sum() == 0
+    # the click removes (context 0): its box outline goes to the negative map, not the box
+    np.testing.assert_array_equal(out["negative"][1], rectangle_map([12, 15, 13, 16]))
+    assert out["box"][1].sum() == 0 and out["box"][2].sum() == 0
+    assert out["positive"].sum() == 0 and out["negative"][[0, 2]].sum() == 0
     assert out["box"].dtype == np.uint8 and out["box"].shape == (3, 32, 32)
     np.testing.assert_array_equal(out["context"], batch["context"])  # rest of the batch kept
 

@@ -6,11 +6,24 @@ Row fields (as in the DIG release): `img_id`, `size` [H, W], and per sample `obj
 `gesture` (0 click ... 4 rectangle), `mode` (1 add, 0 remove; "add"/"remove"/"sub" are read too);
 `prior` maps str(obj_id) to that object's previous segmentation. Multi-region samples:
 `has_mul`, `mul_obj_id`, `mul_gesture`, `mul_gt` (valid local-GT pixels), `mul_annot`,
-`mul_prior` (the other region, correct). dig_jax adds three optional fields: `file_name` (the
-image file in `image_dir`), `obj_gt` (str(obj_id) -> the whole region, the global GT; without
-it the global GT is read as the valid local GT; multi-region: `obj_gt` joined with `mul_prior`)
-and `mul_gt_void` (the multi-region target's void pixels, like `syn_gt_void`; absent or None:
-no void).
+`mul_prior` (the other region, correct). dig_jax adds optional fields: `file_name` (the
+image file in `image_dir`), `obj_gt` (str(obj_id) -> the whole region, the global GT),
+`mul_gt_void` (the multi-region target's void pixels, like `syn_gt_void`; absent or None: no
+void) and `void` (the photo's own void pixels, e.g. GrabCut's band, one RLE per row).
+
+Ground truth as the DIG paper scores it (`DigEntry.load`):
+- local GT: creation — `syn_gt` (the targeted part; multi-region: `mul_gt`, the part and the
+  other region); refinement — the prior with the targeted error component corrected and every
+  other error as it was: `syn_gt`, and the prior's value on the untargeted-error void pixels
+  (`syn_gt_void` minus the photo's own void).
+- global GT: the whole region, `obj_gt` (multi-region: joined with `mul_prior`), else the
+  source annotations: `<gt_dir>/<img_id>.png`, an instance map whose pixel value is `obj_id`
+  (COCO+LVIS as DIG ships it). Without either the global GT is unknown: the sample gets
+  `has_region` False and an empty `region`, and the scorer refuses RICE_global on it.
+- the photo's own void: the `void` field; else, when the region is known, the void pixels
+  that are neither other parts of the region (creation) nor errors of the prior (refinement);
+  else none in refinement (every `syn_gt_void` pixel is an untargeted error, as in DIG's
+  COCO-based release) and all of `syn_gt_void` in creation.
 
 Bad items do not abort: a row without `img_id` or an `obj_id` list is reported and left out
 (`scan_dig_json` returns the problems, `dig_json` logs them); every other missing or malformed
@@ -26,9 +39,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import cv2
 import numpy as np
 from pycocotools import mask as mask_utils
 
+from dig_jax.data.priors import refinement_local
 from dig_jax.data.regions import VOID
 from dig_jax.data.samples import Sample, make_sample
 from dig_jax.data.sources.record import read_image
@@ -69,6 +84,11 @@ class DigRowWriter:
             self.row[key] = []
         self.row["prior"] = {}
         self.row["obj_gt"] = {}
+
+    def set_void(self, void: np.ndarray) -> None:
+        """Record the photo's own void pixels ({0,1}/bool[H, W]); nothing for none."""
+        if np.any(np.asarray(void) > 0):
+            self.row["void"] = encode_rle(void)
 
     def __len__(self) -> int:
         return len(self.row["obj_id"])
@@ -129,13 +149,15 @@ _MULTI_FIELDS = ("has_mul", "mul_gt", "mul_annot", "mul_prior", "mul_gesture")
 @dataclasses.dataclass(frozen=True, eq=False)
 class DigEntry:
     """One sample of a DIG JSON file (picklable); `multi` selects its multi-region variant;
-    `json_path` names the file in error messages."""
+    `json_path` names the file in error messages; `gt_path` is the source annotations'
+    instance map (may be "" or absent)."""
 
     row: dict
     index: int
     image_path: str
     multi: bool = False
     json_path: str = ""
+    gt_path: str = ""
 
     @property
     def is_creation(self) -> bool:
@@ -214,38 +236,88 @@ class DigEntry:
                 raise ValueError(f"{self.name}: has_prior is true but 'prior' lacks the object")
         return int(size[0]), int(size[1])
 
+    def _source_region(self, obj: int, size: tuple[int, int]) -> np.ndarray | None:
+        """bool[H, W]: the object's whole region from `obj_gt`, else from the source
+        annotations `<gt_path>` (pixel value = obj_id); None when neither exists."""
+        obj_gt = self.row.get("obj_gt") or {}
+        if str(obj) in obj_gt:
+            return self._mask("obj_gt", obj_gt[str(obj)], size) > 0
+        if not self.gt_path or not Path(self.gt_path).is_file():
+            return None
+        labels = cv2.imread(self.gt_path, cv2.IMREAD_UNCHANGED)
+        if labels is None or labels.shape[:2] != size:
+            got = None if labels is None else labels.shape[:2]
+            raise ValueError(f"{self.gt_path}: unreadable or of size {got} != row size {size}")
+        return (labels if labels.ndim == 2 else labels[..., 0]) == obj
+
+    def _photo_void(self, size: tuple[int, int]) -> np.ndarray | None:
+        """bool[H, W] of the row's `void` field, or None when the row has none."""
+        rle = self.row.get("void")
+        return None if rle is None else self._mask("void", rle, size) > 0
+
     def load(self) -> Sample:
-        """The sample dict (image read from `image_path`, distance recomputed); ValueError
-        naming the file, row and field on a missing or malformed field or a size mismatch."""
+        """The sample dict (image read from `image_path`, distance recomputed; local and
+        global GT as the module docstring says); ValueError naming the file, row and field on
+        a missing or malformed field or a size mismatch."""
         size = self._size()
         image = read_image(self.image_path)
         if image.shape[:2] != size:
             raise ValueError(f"{self.image_path}: image size {image.shape[:2]} != row size {size}")
         obj = self._int("obj_id")
-        obj_gt = self.row.get("obj_gt") or {}
-        region = self._mask("obj_gt", obj_gt[str(obj)], size) if str(obj) in obj_gt else None
+        region = self._source_region(obj, size)
+        void = self._photo_void(size)
+        ids = dict(image_id=self.row["img_id"], instance_id=obj)
         if self.multi:
             other = self._mask("mul_prior", self._field("mul_prior"), size)
             target = self._target("mul_gt", "mul_gt_void", size)
-            return make_sample(
+            if region is not None:
+                region = region | (other > 0)
+            return _with_region(make_sample(
                 image=image, gesture_map=self._mask("mul_annot", self._field("mul_annot"), size),
-                prev_mask=other, target=target,
-                region=(target == 1) if region is None else (region | other),
-                kind=self._kind("mul_gesture"), context=Context.ADD, image_id=self.row["img_id"],
-                instance_id=obj,
-            )  # fmt: skip
+                prev_mask=other, target=target, region=_or_empty(region, size),
+                kind=self._kind("mul_gesture"), context=Context.ADD,
+                void=_creation_void(target, region, void), **ids,
+            ), region)  # fmt: skip
         mode = _MODES.get(str(self._field("mode")).lower())
         if mode is None:
             raise ValueError(f"{self.name}: field 'mode' has unknown value {self._field('mode')!r}")
-        has_prior = self._field("has_prior")
         annotation = self._mask("syn_annotations", self._field("syn_annotations"), size)
         target = self._target("syn_gt", "syn_gt_void", size)
-        return make_sample(
-            image=image, gesture_map=annotation, target=target,
-            prev_mask=self._mask("prior", self.row["prior"][str(obj)], size) if has_prior else None,
-            region=(target == 1) if region is None else region, kind=self._kind("gesture"),
-            context=mode, image_id=self.row["img_id"], instance_id=obj,
-        )  # fmt: skip
+        prior = None
+        if self._field("has_prior"):
+            prior = self._mask("prior", self.row["prior"][str(obj)], size)
+            local, void = refinement_local(target, prior, region, void)
+        else:
+            local, void = target == 1, _creation_void(target, region, void)
+        return _with_region(make_sample(
+            image=image, gesture_map=annotation, target=target, prev_mask=prior,
+            region=_or_empty(region, size), local=local, void=void,
+            kind=self._kind("gesture"), context=mode, **ids,
+        ), region)  # fmt: skip
+
+
+def _or_empty(region: np.ndarray | None, size: tuple[int, int]) -> np.ndarray:
+    return np.zeros(size, np.uint8) if region is None else region
+
+
+def _with_region(sample: Sample, region: np.ndarray | None) -> Sample:
+    """The sample, flagged `has_region` False when its global GT is unknown (`region` is then
+    empty); samples with a known region keep the contract's keys only."""
+    if region is None:
+        sample["has_region"] = np.bool_(False)
+    return sample
+
+
+def _creation_void(
+    target: np.ndarray, region: np.ndarray | None, void: np.ndarray | None
+) -> np.ndarray:
+    """bool[H, W]: the photo's own void of a creation target {0,1,255}: `void` when known,
+    else its void pixels outside the region (the region's other parts are not void), else
+    all of them."""
+    if void is not None:
+        return void
+    marked = target == VOID
+    return marked if region is None else marked & ~region
 
 
 def _image_path(row: dict, image_dir: Path) -> Path:
@@ -258,7 +330,11 @@ def _image_path(row: dict, image_dir: Path) -> Path:
 
 
 def scan_dig_json(
-    path: str | Path, image_dir: str | Path, *, include_multi: bool = True
+    path: str | Path,
+    image_dir: str | Path,
+    *,
+    include_multi: bool = True,
+    gt_dir: str | Path | None = None,
 ) -> tuple[list[DigEntry], list[str]]:
     """Like `dig_json` but returns (entries, problems): one line per row left out.
 
@@ -293,22 +369,29 @@ def scan_dig_json(
             )
             continue
         image_path = str(_image_path(row, image_dir))
+        gt_path = str(Path(gt_dir) / f"{row['img_id']}.png") if gt_dir else ""
         has_mul = row.get("has_mul") if isinstance(row.get("has_mul"), list) else []
         for i in range(len(row["obj_id"])):
-            entries.append(DigEntry(row, i, image_path, json_path=str(path)))
+            entry = DigEntry(row, i, image_path, json_path=str(path), gt_path=gt_path)
+            entries.append(entry)
             if include_multi and i < len(has_mul) and has_mul[i]:
-                entries.append(DigEntry(row, i, image_path, multi=True, json_path=str(path)))
+                entries.append(entry.multi_variant())
     return entries, problems
 
 
 def dig_json(
-    path: str | Path, image_dir: str | Path, *, include_multi: bool = True
+    path: str | Path,
+    image_dir: str | Path,
+    *,
+    include_multi: bool = True,
+    gt_dir: str | Path | None = None,
 ) -> list[DigEntry]:
     """All samples of a DIG JSON file (a list of rows, or a dict of column lists as written by
     pandas `to_json(orient="columns")`), in file order; multi-region variants follow their
-    sample when `include_multi`. Rows that cannot be enumerated are logged and left out; other
-    bad fields surface as ValueError from `DigEntry.load`."""
-    entries, problems = scan_dig_json(path, image_dir, include_multi=include_multi)
+    sample when `include_multi`. `gt_dir`: the source annotations (`<img_id>.png` instance
+    maps), the global GT of rows without `obj_gt`. Rows that cannot be enumerated are logged
+    and left out; other bad fields surface as ValueError from `DigEntry.load`."""
+    entries, problems = scan_dig_json(path, image_dir, include_multi=include_multi, gt_dir=gt_dir)
     for problem in problems:
         log.warning("skipping bad item: %s", problem)
     return entries
