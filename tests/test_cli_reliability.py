@@ -14,6 +14,7 @@ from tiny_models import tiny_variables
 
 from dig_jax import attack, evaluate
 from dig_jax.export import MAGIC, save_segmenter
+from dig_jax.outputs import record_written
 
 CONFIG = tiny_variables()[0]
 
@@ -43,9 +44,11 @@ def files(tmp_path_factory):
 
 
 def earlier_result(folder, *names):
+    """Files as an earlier run of the command left them (recorded as written by dig-jax)."""
     folder.mkdir(parents=True, exist_ok=True)
     for name in names:
         (folder / name).write_text("earlier result\n")
+    record_written(folder, list(names))
     return {name: "earlier result\n" for name in names}
 
 

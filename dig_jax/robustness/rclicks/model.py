@@ -136,7 +136,17 @@ def load_clickability(path: str | Path) -> ClickabilityModel:
     if not data.startswith(MAGIC):
         raise ValueError(f"path {path} is not a clickability model file (bad magic bytes)")
     start = len(MAGIC) + 8
-    (length,) = struct.unpack("<Q", data[len(MAGIC) : start])
-    config = json.loads(data[start : start + length].decode())
-    params = jax.tree.map(jnp.asarray, serialization.msgpack_restore(data[start + length :]))
-    return ClickabilityModel(int(config["size"]), tuple(config["features"]), params)
+    try:
+        (length,) = struct.unpack("<Q", data[len(MAGIC) : start])
+        if start + length > len(data):
+            raise ValueError("the header runs past the end of the file")
+        config = json.loads(data[start : start + length].decode())
+        params = serialization.msgpack_restore(data[start + length :])
+        if not isinstance(params, dict):
+            raise ValueError("the weights are not a parameter dict")
+        size, features = int(config["size"]), tuple(config["features"])
+    except (struct.error, ValueError, TypeError, KeyError, RecursionError) as error:
+        raise ValueError(
+            f"path {path} is a truncated or corrupt clickability model file ({error})"
+        ) from None
+    return ClickabilityModel(size, features, jax.tree.map(jnp.asarray, params))
