@@ -14,6 +14,8 @@ from pathlib import Path
 
 from dig_jax.demo import photos
 
+MAX_EXAMPLES = 64  # example photos are kept in memory
+
 
 def load_app(checkpoint: Path | None, max_side: int = photos.MAX_SIDE, examples: int = 4):
     """(app, checkpoint path, warm-up seconds); any failure to load raises ValueError."""
@@ -45,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0 < args.port < 65536:  # uvicorn would print nothing and serve nothing
         parser.error(f"--port must be in 1..65535, got {args.port}")
+    if args.max_side < 32:  # uploads would shrink to nothing
+        parser.error(f"--max-side must be >= 32 px, got {args.max_side}")
+    if not 1 <= args.examples <= MAX_EXAMPLES:
+        parser.error(f"--examples must be in 1..{MAX_EXAMPLES}, got {args.examples}")
     try:
         app, path = load_app(args.checkpoint, args.max_side, args.examples)
     except ValueError as exc:
