@@ -158,3 +158,15 @@ def test_image_size_that_is_not_a_working_size_names_the_file(tmp_path, size):
     save_segmenter(tmp_path / "size.digjax", variables, {**config, "image_size": size})
     with pytest.raises(ValueError, match=r"size\.digjax: .*image_size must be a positive multi"):
         dig_jax.load_segmenter(tmp_path / "size.digjax")
+
+
+def test_predict_reads_int8_marks_and_refuses_context_7(good_file):
+    """Cases P5, P6 through `predict`."""
+    segmenter = dig_jax.load_segmenter(good_file)
+    image = np.full((40, 40, 3), 120, np.uint8)
+    mark = np.zeros((40, 40), np.int8)
+    mark[10:20, 10:20] = -1
+    as_one = segmenter.predict_logits(image, (mark != 0).astype(np.uint8))
+    np.testing.assert_array_equal(segmenter.predict_logits(image, mark), as_one)
+    with pytest.raises(ValueError, match=r"context must be Context.ADD \(1\) or .*got \[7\]"):
+        segmenter.predict(image, mark, context=7)
