@@ -31,3 +31,14 @@ def test_notebook_runs(path: Path, tmp_path: Path, tiny_checkpoint: Path, monkey
     )
     out = run_notebook(path, timeout=600, output_dir=tmp_path)
     assert out.is_file() and out.stat().st_size > 0
+
+
+def test_an_unknown_notebook_name_is_an_error(tmp_path, capsys):
+    """Case N1: `python -m dig_jax.notebooks nosuch` exited 0 and ran nothing."""
+    from dig_jax.notebooks import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["nosuch", "--out", str(tmp_path / "nb")])
+    assert exit_info.value.code == 2
+    assert "no notebook named ['nosuch']" in capsys.readouterr().err
+    assert not (tmp_path / "nb").exists()

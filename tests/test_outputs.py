@@ -144,3 +144,28 @@ def test_commands_check_out_before_any_work(checkpoint, dataset, tmp_path, capsy
     assert "--out" in err[-1] and "Traceback" not in "".join(err)
     kept = out / name if case == "foreign" else tmp_path / "out"
     assert kept.read_text() == "mine"
+
+
+def test_tables_checks_out_and_reads_json_safely(tmp_path, capsys):
+    """`dig-jax tables`: a foreign tables.md in --out, a metrics file that is not UTF-8, nested
+    too deep or not an object: exit 2 with one line."""
+    from dig_jax.evaluation.tables import main as tables_main
+
+    good = tmp_path / "m.json"
+    good.write_text('{"results": {}}')
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "tables.md").write_text("mine")
+    for argv, message in [
+        ([str(good), "--out", str(tmp_path / "o")], "tables.md, not written by dig-jax"),
+        ([str(tmp_path / "missing.json")], "cannot read"),
+    ]:
+        with pytest.raises(SystemExit) as exit_info:
+            tables_main(argv)
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    for data, message in [(b'{"results": \xff}', "not UTF-8"), (b"[" * 10**5, "nested too deep"),
+                          (b"[1]", "is not a metrics.json")]:  # fmt: skip
+        good.write_bytes(data)
+        with pytest.raises(SystemExit):
+            tables_main([str(good)])
+        assert message in capsys.readouterr().err
+    assert (tmp_path / "o" / "tables.md").read_text() == "mine"
