@@ -91,6 +91,7 @@ def test_procedural_specs_that_parse():
         (["--kinds", "bogus"], "--kinds: 'bogus' is not a gesture kind"),
         (["--kinds", "7"], "--kinds: '7' is not a gesture kind"),
         (["--image-size", "0"], "--image-size must be >= 16 px"),
+        (["--seed", "-1"], "--seed must be >= 0, got -1"),  # issue 43: did not name the flag
     ],
 )
 def test_build_rejects_bad_flags(tmp_path, capsys, flags, message):

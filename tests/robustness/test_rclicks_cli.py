@@ -37,7 +37,7 @@ def test_cli_writes_tables_json_and_figure(shared_data, tmp_path):
 
 @pytest.mark.parametrize(
     "extra",
-    [["--map", "nope"], ["--clicks", "1"], ["--chunk", "0"], ["--max-side", "8"]],
+    [["--map", "nope"], ["--clicks", "1"], ["--chunk", "0"], ["--max-side", "8"], ["--seed", "-1"]],
 )
 def test_bad_arguments_exit(tmp_path, extra):
     model = tmp_path / "m.digjax"
