@@ -117,3 +117,10 @@ def test_soft_rasterize_and_distance_map_refuse_nan():
         distance_map(np.full((8, 8), np.nan, np.float32))
     with pytest.raises(ValueError, match="gesture_map holds NaN or Inf"):
         distance_uint8(np.full((8, 8), np.inf))
+
+
+@pytest.mark.parametrize("kind", [2.7, 9, -1, True, "1"])
+def test_gesture_kind_must_be_an_integer_code(kind):
+    """Case G3 for `Gesture` itself: 2.7 read as 2, 9 gave a bare enum error."""
+    with pytest.raises(ValueError, match=r"Gesture\.kind must be a GestureKind code 0-4"):
+        Gesture(kind, [[1.0, 2.0]], False)
