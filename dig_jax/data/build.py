@@ -285,8 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(error))
     if args.limit is not None and args.limit < 1:
         parser.error(f"--limit must be >= 1, got {args.limit}")
-    if args.image_size is not None and args.image_size < 16:
-        parser.error(f"--image-size must be >= 16 px, got {args.image_size}")
+    if args.image_size is not None and not 16 <= args.image_size <= 8192:
+        parser.error(f"--image-size must be in 16..8192 px, got {args.image_size}")
     if args.seed < 0:
         parser.error(f"--seed must be >= 0, got {args.seed}")
     try:

@@ -192,7 +192,7 @@ def load_torch_state_dict(path: str | Path) -> dict[str, np.ndarray]:
             obj = _load_zip(path)
         else:
             obj = _load_legacy(path.read_bytes(), path)
-    except (pickle.UnpicklingError, EOFError, KeyError, zipfile.BadZipFile) as err:
+    except (pickle.UnpicklingError, EOFError, KeyError, zipfile.BadZipFile, RecursionError) as err:
         raise ValueError(f"{path}: cannot read PyTorch weights ({err})") from None
     except ValueError as err:
         raise ValueError(f"{path}: {err}".replace(f"{path}: {path}: ", f"{path}: ")) from None

@@ -90,7 +90,8 @@ def test_procedural_specs_that_parse():
         (["--limit", "-1"], "--limit must be >= 1, got -1"),
         (["--kinds", "bogus"], "--kinds: 'bogus' is not a gesture kind"),
         (["--kinds", "7"], "--kinds: '7' is not a gesture kind"),
-        (["--image-size", "0"], "--image-size must be >= 16 px"),
+        (["--image-size", "0"], "--image-size must be in 16..8192 px"),
+        (["--image-size", "100000"], "--image-size must be in 16..8192 px"),
         (["--seed", "-1"], "--seed must be >= 0, got -1"),  # issue 43: did not name the flag
     ],
 )

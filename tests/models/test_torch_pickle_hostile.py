@@ -128,3 +128,13 @@ def test_tensor_extent():
     assert tensor_extent(5, (0,), (1,)) == 0
     with pytest.raises(ValueError, match="more than"):
         tensor_extent(0, (MAX_ELEMENTS, 2), (0, 0))
+
+
+def test_a_pickle_nested_too_deep_is_refused(tmp_path):
+    stream = io.BytesIO()
+    for header in (LEGACY_MAGIC, 1001, {"little_endian": True}):
+        pickle.dump(header, stream, protocol=2)
+    stream.write(b"(" * 200_000 + b"l" * 200_000 + b".")  # 200,000 nested lists
+    (tmp_path / "deep.pth").write_bytes(stream.getvalue())
+    with pytest.raises(ValueError, match=r"deep\.pth"):
+        load_torch_state_dict(tmp_path / "deep.pth")
