@@ -32,8 +32,11 @@ def as_array(value: Any) -> Any:
 
 def concrete(value: Any) -> np.ndarray | None:
     """`value` as a numpy array when its values are known (numpy, lists, concrete jax Arrays);
-    None for a tracer, whose values exist only when the traced function runs."""
+    None for a tracer, whose values exist only when the traced function runs, and for an array
+    spread over several hosts (this process cannot read it whole)."""
     if isinstance(value, jax.core.Tracer):
+        return None
+    if isinstance(value, jax.Array) and not value.is_fully_addressable:
         return None
     return np.asarray(value)
 
