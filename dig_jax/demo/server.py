@@ -133,6 +133,8 @@ def create_app(
 ) -> Starlette:
     """The demo app around `model` (warmed up here, so the first stroke is not a compile).
     `examples`: (photo, origin) pairs offered on the page (default: `photos.example_photos`)."""
+    if max_side < 32:
+        raise ValueError(f"max_side must be >= 32 px, got {max_side}")
     model.warm_up()
     examples = photos.example_photos(max_side=max_side) if examples is None else examples
     store = photos.PhotoStore([p for p, _ in examples])

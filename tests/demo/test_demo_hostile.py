@@ -113,3 +113,9 @@ def test_main_refuses_bad_flags_before_loading(flags, message, capsys):
         main(flags)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_create_app_refuses_a_max_side_that_shrinks_photos_to_nothing(tiny_single):
+    seg = dig_jax.load_segmenter(tiny_single)
+    with pytest.raises(ValueError, match="max_side must be >= 32 px, got 0"):
+        create_app(DemoModel(seg, "single.digjax"), [], max_side=0)
