@@ -22,12 +22,22 @@ EVAL_SCORES = ("eval/rice_local/all/create", "eval/rice_local/all/refine")
 def read_metrics(path: str | Path) -> list[dict]:
     """Rows of a metrics.jsonl file (one JSON object per line, each with `step`)."""
     rows = []
-    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except OSError as error:
+        raise ValueError(f"{path}: cannot be read ({error.strerror})") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as error:
                 raise ValueError(f"{path}:{n}: not JSON ({error.msg})") from None
+            except RecursionError:
+                raise ValueError(f"{path}:{n}: JSON nested too deep") from None
+            if not isinstance(rows[-1], dict) or "step" not in rows[-1]:
+                raise ValueError(f"{path}:{n}: not a metrics row (an object with 'step')")
     return rows
 
 
@@ -73,7 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="PNG path (default <workdir>/curves.png)")
     args = parser.parse_args(argv)
     out = args.out or str(Path(args.workdir) / "curves.png")
-    print(f"wrote {plot_curves(Path(args.workdir) / 'metrics.jsonl', out)}")
+    try:
+        print(f"wrote {plot_curves(Path(args.workdir) / 'metrics.jsonl', out)}")
+    except ValueError as error:  # no or unreadable metrics.jsonl
+        parser.error(str(error))
     return 0
 
 
