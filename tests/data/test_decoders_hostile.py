@@ -60,6 +60,10 @@ def test_coco_rle_and_polygons_name_the_problem():
         decode_segmentation({"size": [4, 4], "counts": [16]}, 4, 5)
     with pytest.raises(ValueError, match="NaN, infinite"):
         decode_segmentation([[0, 0, 10, float("nan"), 5, 5]], 20, 20)
+    with pytest.raises(ValueError, match="segmentation: polygon with a NaN, infinite or nested"):
+        decode_segmentation([[[0, 0], [9, 0], [9, 9]]], 20, 20)  # was read as empty
+    with pytest.raises(ValueError, match="segmentation: polygon of non-numbers"):
+        decode_segmentation([["a", "b", "c", "d", "e", "f"]], 20, 20)
     with pytest.raises(ValueError, match=f"over {MAX_PIXELS} px"):
         decode_segmentation([[0, 0, 10, 0, 5, 5]], 10**6, 10**6)
 

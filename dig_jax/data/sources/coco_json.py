@@ -36,7 +36,8 @@ def _decode(segmentation, height: int, width: int) -> np.ndarray:
     if height * width > MAX_PIXELS:
         raise ValueError(f"segmentation: image of {height}x{width} px is over {MAX_PIXELS} px")
     if isinstance(segmentation, list):
-        polygons = [_checked_polygon(p, height, width) for p in segmentation if len(p) >= 6]
+        checked = [_checked_polygon(p, height, width) for p in segmentation]
+        polygons = [p for p in checked if len(p) >= 6]  # fewer than 3 vertices: no area
         if not polygons:
             return np.zeros((height, width), np.uint8)
         rle = mask_utils.merge(mask_utils.frPyObjects(polygons, height, width))
@@ -56,8 +57,12 @@ def _decode(segmentation, height: int, width: int) -> np.ndarray:
 
 def _checked_polygon(polygon, height: int, width: int) -> list[float]:
     """A polygon's coordinates as floats, clipped to one pixel around the image (pycocotools
-    grows without bound on huge or NaN vertices); ValueError on a NaN or infinite one."""
-    values = np.asarray(polygon, np.float64)
+    grows without bound on huge or NaN vertices); ValueError on a NaN, infinite, nested or
+    non-numeric one."""
+    try:
+        values = np.asarray(polygon, np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"segmentation: polygon of non-numbers: {polygon!r:.60}") from None
     if values.ndim != 1 or not np.all(np.isfinite(values)):
         raise ValueError(f"segmentation: polygon with a NaN, infinite or nested value: "
                          f"{polygon!r:.60}")  # fmt: skip
