@@ -86,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     missing = [d for d, root in zip(datasets, roots, strict=True) if not root.is_dir()]
     if missing or not datasets:
         parser.error(f"--datasets: no folder for {missing or args.datasets!r} under {data_root()}")
+    if args.user_boxes is not None and not args.user_boxes.is_dir():
+        parser.error(f"--user-boxes {args.user_boxes} is not a folder")
     try:
         check_out_dir(args.out, OUTPUTS)
     except ValueError as error:

@@ -86,6 +86,7 @@ def test_attack_stops_on_nan_weights_or_predictions(files, tmp_path, capsys, che
         (["--lr-mult", "inf"], "--lr-mult must be a finite number > 0, got inf"),
         (["--lr-mult", "nan"], "--lr-mult must be a finite number > 0, got nan"),
         (["--lam", "inf"], "--lam must be a finite number >= 0, got inf"),
+        (["--user-boxes", "/nonexistent/43"], "--user-boxes /nonexistent/43 is not a folder"),
     ],
 )
 def test_attack_rejects_infinite_settings(files, tmp_path, capsys, flags, message):
