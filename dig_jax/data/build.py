@@ -164,6 +164,7 @@ def build(
     if seed < 0:
         raise ValueError(f"seed: must be >= 0, got {seed}")
     check_out_dir(out, OUTPUTS, flag="out")
+    check_out_dir(out.resolve().parent, [], flag="out's parent")  # the build is staged there
     stage = staging_dir(out)
     try:
         rows, table = _build_rows(sources, stage / "images", image_size=image_size, seed=seed,
