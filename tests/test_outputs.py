@@ -83,6 +83,23 @@ def test_read_only_out_is_refused(tmp_path):
         (tmp_path / "ro").chmod(0o755)
 
 
+def test_unwritable_out_is_refused_as_root_too(tmp_path, monkeypatch, capsys):
+    """Case O3 where the probe file cannot be created (what a read-only folder does to a
+    non-root user), for every command: exit 2 before any work."""
+    import tempfile
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", refuse)
+    with pytest.raises(ValueError, match=r"--out .*: cannot write in .* \(Permission denied\)"):
+        check_out_dir(tmp_path / "out", ["a.json"])
+    with pytest.raises(SystemExit) as exit_info:
+        build.main([*BUILD, "--out", str(tmp_path / "out")])
+    assert exit_info.value.code == 2 and "Permission denied" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_manifest_is_kept_and_read_safely(tmp_path):
     record_written(tmp_path, ["a.json", "images/x.png"])
     record_written(tmp_path, ["images/y.png"], forget=("images/",))
