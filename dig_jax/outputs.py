@@ -108,8 +108,9 @@ def check_out_dir(out: str | Path, names: list[str], flag: str = "--out") -> Pat
     foreign = [f for name in names for f in _foreign(out, name, ours)]
     if foreign:
         more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        them = "it" if len(foreign) == 1 else "them"
         raise ValueError(
             f"{flag} {out} holds {', '.join(foreign[:3])}{more}, not written by dig-jax; "
-            f"move them or choose another {flag}"
+            f"move {them} or choose another {flag}"
         )
     return out
