@@ -119,3 +119,20 @@ def test_create_app_refuses_a_max_side_that_shrinks_photos_to_nothing(tiny_singl
     seg = dig_jax.load_segmenter(tiny_single)
     with pytest.raises(ValueError, match="max_side must be >= 32 px, got 0"):
         create_app(DemoModel(seg, "single.digjax"), [], max_side=0)
+
+
+def test_main_refuses_an_address_it_cannot_listen_on(capsys):
+    """Case H2: an unknown --host, or a --port in use, printed "ready" and then failed."""
+    import socket
+
+    from dig_jax.demo.__main__ import main
+
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        for flags in (["--host", "999.0.0.1"], ["--port", port]):
+            with pytest.raises(SystemExit) as exit_info:
+                main(flags)
+            assert exit_info.value.code == 2
+            err = capsys.readouterr().err
+            assert "--host/--port: cannot listen on" in err and " ready on " not in err
