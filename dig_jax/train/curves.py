@@ -16,6 +16,8 @@ import numpy as np
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from dig_jax.outputs import check_out_dir, record_written
+
 EVAL_SCORES = ("eval/rice_local/all/create", "eval/rice_local/all/refine")
 
 
@@ -82,11 +84,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("workdir")
     parser.add_argument("--out", default=None, help="PNG path (default <workdir>/curves.png)")
     args = parser.parse_args(argv)
-    out = args.out or str(Path(args.workdir) / "curves.png")
+    out = Path(args.out or Path(args.workdir) / "curves.png")
     try:
+        if args.out:  # a path of the user's: never over a file dig-jax did not write
+            check_out_dir(out.parent, [out.name])
         print(f"wrote {plot_curves(Path(args.workdir) / 'metrics.jsonl', out)}")
-    except ValueError as error:  # no or unreadable metrics.jsonl
+    except ValueError as error:  # no or unreadable metrics.jsonl, or an --out of the user's
         parser.error(str(error))
+    if args.out:
+        record_written(out.parent, [out.name])
     return 0
 
 

@@ -39,3 +39,19 @@ def test_missing_or_odd_metrics_are_one_line_errors(tmp_path, capsys):
         path.write_bytes(text)
         with pytest.raises(ValueError, match=message):
             read_metrics(path)
+
+
+def test_out_over_a_users_file_is_refused(tmp_path, capsys):
+    """`curves --out photo.png` replaced any file there."""
+    from dig_jax.train.curves import main
+
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": 1.0, "lr": 0.1}\n')
+    (tmp_path / "photo.png").write_bytes(b"mine")
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(tmp_path), "--out", str(tmp_path / "photo.png")])
+    assert (
+        exit_info.value.code == 2 and "photo.png, not written by dig-jax" in capsys.readouterr().err
+    )
+    assert (tmp_path / "photo.png").read_bytes() == b"mine"
+    assert main([str(tmp_path), "--out", str(tmp_path / "plots" / "c.png")]) == 0
+    assert main([str(tmp_path), "--out", str(tmp_path / "plots" / "c.png")]) == 0  # its own
