@@ -45,6 +45,9 @@ class Gesture:
             raise ValueError(f"Gesture.kind must be a GestureKind code 0-4, got {kind!r}")
         if int(kind) not in GestureKind._value2member_map_:
             raise ValueError(f"Gesture.kind must be a GestureKind code 0-4, got {kind!r}")
+        closed = self.closed
+        if not isinstance(closed, (bool, np.bool_, int, np.integer)) or closed not in (0, 1):
+            raise ValueError(f"Gesture.closed must be a bool, got {closed!r}")
         pts = pts.copy()
         pts.setflags(write=False)
         object.__setattr__(self, "kind", GestureKind(int(kind)))

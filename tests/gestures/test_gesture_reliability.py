@@ -124,3 +124,9 @@ def test_gesture_kind_must_be_an_integer_code(kind):
     """Case G3 for `Gesture` itself: 2.7 read as 2, 9 gave a bare enum error."""
     with pytest.raises(ValueError, match=r"Gesture\.kind must be a GestureKind code 0-4"):
         Gesture(kind, [[1.0, 2.0]], False)
+
+
+@pytest.mark.parametrize("closed", ["no", 2, None, 0.5])
+def test_gesture_closed_must_be_a_bool(closed):
+    with pytest.raises(ValueError, match=r"Gesture\.closed must be a bool"):
+        Gesture(GestureKind.SCRIBBLE, [[1.0, 2.0], [3.0, 4.0]], closed)
