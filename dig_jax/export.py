@@ -3,8 +3,8 @@
 Layout: the magic line `DIGJAX-SEGMENTER 1\\n`, a little-endian uint64 byte length of the JSON
 config, the JSON config, then `flax.serialization.msgpack_serialize` of the Flax variables
 (params + batch_stats). `load_segmenter(path)` rebuilds the module from the config alone.
-The JSON header also holds `weights_sha256`, the SHA-256 of the weights bytes, checked at load
-(files written before it existed have none and load unchecked).
+The JSON header also holds `sha256`, the SHA-256 of the config (as sorted-key JSON) and the
+weights bytes, checked at load (files written before it existed have none and load unchecked).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dig_jax.gestures.types import Context, GestureKind
 from dig_jax.models.interactive import build_segmenter
 
 MAGIC = b"DIGJAX-SEGMENTER 1\n"
-CHECKSUM_KEY = "weights_sha256"  # in the JSON header, beside the config
+CHECKSUM_KEY = "sha256"  # in the JSON header, beside the config: see `checksum`
 
 
 def save_segmenter(path: str | Path, variables: dict, config: Any) -> Path:
@@ -40,13 +40,17 @@ def save_segmenter(path: str | Path, variables: dict, config: Any) -> Path:
     if not _all_finite(state):
         raise ValueError(f"refusing to export {path}: the variables hold NaN or Inf")
     payload = serialization.msgpack_serialize(state)
-    checksum = hashlib.sha256(payload).hexdigest()
-    header = json.dumps({**dict(config), CHECKSUM_KEY: checksum}).encode()
+    header = json.dumps({**dict(config), CHECKSUM_KEY: checksum(dict(config), payload)}).encode()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_bytes(MAGIC + struct.pack("<Q", len(header)) + header + payload)
     tmp.replace(path)
     return path
+
+
+def checksum(config: dict, payload: bytes) -> str:
+    """SHA-256 (hex) of the config as sorted-key JSON, a zero byte, and the weights bytes."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode() + b"\0" + payload).hexdigest()
 
 
 def _all_finite(tree: Any) -> bool:
@@ -72,14 +76,14 @@ def _read(path: Path) -> tuple[ml_collections.ConfigDict, dict]:
         raise ValueError(f"path {path} is a truncated segmenter file (config or weights missing)")
     try:
         header = json.loads(data[start : start + length].decode())
-        checksum = header.pop(CHECKSUM_KEY, None)
+        stored = header.pop(CHECKSUM_KEY, None)
         config = ml_collections.ConfigDict(header)
     except (ValueError, TypeError, AttributeError, RecursionError) as error:
         raise ValueError(f"path {path}: the config header is not a JSON object ({error})") from None
     payload = data[start + length :]
-    if checksum is not None and hashlib.sha256(payload).hexdigest() != checksum:
+    if stored is not None and checksum(header, payload) != stored:
         raise ValueError(
-            f"path {path}: the weights do not match their checksum (the file is corrupt)"
+            f"path {path}: the config and weights do not match their checksum (the file is corrupt)"
         )
     try:
         variables = serialization.msgpack_restore(payload)

@@ -114,15 +114,20 @@ def test_flipped_bits_in_the_weights_fail_the_checksum(good_file, tmp_path):
     data = good_file.read_bytes()
     (length,) = struct.unpack("<Q", data[len(MAGIC) : len(MAGIC) + 8])
     header = json.loads(data[len(MAGIC) + 8 : len(MAGIC) + 8 + length])
-    assert len(header["weights_sha256"]) == 64
+    assert len(header["sha256"]) == 64
     weights = len(MAGIC) + 8 + length
     for where in (len(data) - 2, weights + (len(data) - weights) // 2):
         flipped = bytearray(data)
         flipped[where] ^= 0x01
         path = tmp_path / f"flip{where}.digjax"
         path.write_bytes(bytes(flipped))
-        with pytest.raises(ValueError, match=rf"{path}: the weights do not match their checksum"):
+        with pytest.raises(ValueError, match=rf"{path}: the config and weights do not match"):
             dig_jax.load_segmenter(path)
+    edited = tmp_path / "edited.digjax"  # a config value changed in place (same length)
+    edited.write_bytes(data.replace(b'"image_size": 32', b'"image_size": 96', 1))
+    assert edited.read_bytes() != data
+    with pytest.raises(ValueError, match=rf"{edited}: the config and weights do not match"):
+        dig_jax.load_segmenter(edited)
 
 
 def test_files_without_a_checksum_still_load(tmp_path):
