@@ -23,7 +23,8 @@ def noc(
     Args:
       ious: float `[..., T]`, the IoU after interaction 1..T (T <= max_interactions); lists
         and integer or bool arrays (0 / 1 IoUs) are read as floats.
-      thresholds: IoU levels t; reaching means IoU >= t (ties count as reached).
+        IoUs must lie in [0, 1] (ValueError otherwise; not checked on tracers, under jit).
+      thresholds: IoU levels t in (0, 1]; reaching means IoU >= t (ties count as reached).
     Returns:
       `noc`: int32 `[..., len(thresholds)]`, the 1-based index of the first interaction with
       IoU >= t, else `max_interactions`; `failed`: bool, same shape, True where t was never reached.
