@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
 from dig_jax.cli_args import add_limit, add_out, add_progress, print_written
+from dig_jax.outputs import check_out_dir, record_written, write_text_atomic
 from dig_jax.paths import checkpoint_name, data_root
+
+OUTPUTS = ["breps.json", "breps.md"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,10 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--batch-size must be >= 1, got {args.batch}")
     if args.limit is not None and args.limit < 0:
         parser.error(f"--limit must be >= 0, got {args.limit}")
-    if not args.lr_mult > 0:
-        parser.error(f"--lr-mult must be > 0, got {args.lr_mult}")
-    if not args.lam >= 0:
-        parser.error(f"--lam must be >= 0, got {args.lam}")
+    if not 0 < args.lr_mult < math.inf:
+        parser.error(f"--lr-mult must be a finite number > 0, got {args.lr_mult}")
+    if not 0 <= args.lam < math.inf:
+        parser.error(f"--lam must be a finite number >= 0, got {args.lam}")
     if args.steps < 1:
         parser.error(f"--steps must be >= 1, got {args.steps}")
     for checkpoint in args.checkpoint:
@@ -82,6 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     missing = [d for d, root in zip(datasets, roots, strict=True) if not root.is_dir()]
     if missing or not datasets:
         parser.error(f"--datasets: no folder for {missing or args.datasets!r} under {data_root()}")
+    if args.user_boxes is not None and not args.user_boxes.is_dir():
+        parser.error(f"--user-boxes {args.user_boxes} is not a folder")
+    try:
+        check_out_dir(args.out, OUTPUTS)
+    except ValueError as error:
+        parser.error(str(error))
     try:
         return run(args, roots)
     except (ValueError, FloatingPointError) as error:  # unreadable or NaN checkpoint, no result
@@ -94,7 +104,6 @@ def run(args: argparse.Namespace, roots: list[Path]) -> int:
     from dig_jax import load_segmenter
     from dig_jax.data.sources.benchmark_folder import scan_benchmark_folder
     from dig_jax.metrics.breps import breps_table
-    from dig_jax.outputs import write_text_atomic
     from dig_jax.prompts.soft import box_encoder
     from dig_jax.robustness.breps.evaluate import attack_dataset
     from dig_jax.robustness.breps.user_boxes import evaluate_user_boxes
@@ -147,6 +156,7 @@ def run(args: argparse.Namespace, roots: list[Path]) -> int:
     settings = {k: v for k, v in vars(args).items() if k not in ("checkpoint", "out")}
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()}
     payload = json.dumps({"settings": settings, "results": results}, indent=1)
+    record_written(args.out, OUTPUTS)
     write_text_atomic(args.out / "breps.json", payload)
     table = breps_table(rows)
     write_text_atomic(args.out / "breps.md", table + "\n")

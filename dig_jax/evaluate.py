@@ -48,6 +48,7 @@ from dig_jax.evaluation.evaluators import KIND_NAMES, STARTS, build_evaluators
 from dig_jax.evaluation.iterative import MIXED
 from dig_jax.evaluation.protocol import MODES, SAMPLINGS, load_dataset
 from dig_jax.evaluation.tables import all_tables
+from dig_jax.outputs import check_out_dir, record_written, write_text_atomic
 from dig_jax.paths import checkpoint_name
 
 
@@ -114,6 +115,22 @@ def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
         parser.error(f"--modes: use some of {list(MODES)}, got {args.modes!r}")
     if not _list(args.datasets) and not args.config:
         parser.error("--datasets: name at least one dataset")
+    if args.seed < 0:
+        parser.error(f"--seed must be >= 0, got {args.seed}")
+    if args.gallery < 0:
+        parser.error(f"--gallery must be >= 0, got {args.gallery}")
+
+
+def output_names(args: argparse.Namespace, evals: dict) -> list[str]:
+    """The files a run writes into --out (tables, metrics and any galleries)."""
+    specs = [d for e in evals.values() if e["type"] == "dig_tables" for d in e["datasets"]]
+    galleries = [gallery_name(spec) for spec in dict.fromkeys(specs)] if args.gallery else []
+    return ["tables.md", "metrics.json", *galleries]
+
+
+def gallery_name(spec: str) -> str:
+    """The gallery file of one dataset spec."""
+    return f"gallery_{re.sub(r'[^A-Za-z0-9_.-]', '_', spec)}.png"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"--config {args.config} has no evals")
         else:
             evals = evals_from_flags(args)
+        check_out_dir(args.out, output_names(args, evals))  # before any work
         for spec in {d for entry in evals.values() for d in entry.get("datasets", ())}:
             load_dataset(spec)  # an unknown or missing dataset fails here, before any work
         predictors = [make_predictor(name, args) for name in predictor_names(args)]
@@ -220,19 +238,19 @@ def save_galleries(args: argparse.Namespace, evals: dict, predictors: list) -> N
                                           max_side=args.max_side, modes=("creation",),
                                           seed=args.seed))  # fmt: skip
         if samples:
-            figure = Path(args.out) / f"gallery_{re.sub(r'[^A-Za-z0-9_.-]', '_', spec)}.png"
+            figure = Path(args.out) / gallery_name(spec)
+            record_written(args.out, [figure.name])
             save_prediction_gallery(samples, dict(predictors), figure, photos=args.gallery)
 
 
 def write_results(args: argparse.Namespace, evals: dict, results: dict, skipped: list) -> None:
     """Print the tables; write `tables.md` and `metrics.json` (each replaced atomically)."""
-    from dig_jax.outputs import write_text_atomic
-
     text = all_tables(results)
     print(text)
     if skipped:
         print(f"\nskipped {len(skipped)} item(s); see metrics.json")
     out_dir = Path(args.out)
+    record_written(out_dir, ["tables.md", "metrics.json"])
     write_text_atomic(out_dir / "tables.md", text + "\n")
     settings = {k: v for k, v in vars(args).items() if k != "out"}
     payload = {

@@ -3,10 +3,14 @@
 Layout: the magic line `DIGJAX-SEGMENTER 1\\n`, a little-endian uint64 byte length of the JSON
 config, the JSON config, then `flax.serialization.msgpack_serialize` of the Flax variables
 (params + batch_stats). `load_segmenter(path)` rebuilds the module from the config alone.
+The JSON header also holds `sha256`, the SHA-256 of the config (as sorted-key JSON) and the
+weights bytes, checked at load (files written before it existed have none and load unchecked).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import struct
 from pathlib import Path
@@ -24,25 +28,29 @@ from dig_jax.gestures.types import Context, GestureKind
 from dig_jax.models.interactive import build_segmenter
 
 MAGIC = b"DIGJAX-SEGMENTER 1\n"
+CHECKSUM_KEY = "sha256"  # in the JSON header, beside the config: see `checksum`
 
 
 def save_segmenter(path: str | Path, variables: dict, config: Any) -> Path:
     """Write `variables` (Flax dict) and `config` (ConfigDict or dict) to one file at `path`."""
     path = Path(path)
     if isinstance(config, ml_collections.ConfigDict):
-        config_json = config.to_json_best_effort()
-    else:
-        config_json = json.dumps(config)
-    header = config_json.encode()
+        config = json.loads(config.to_json_best_effort())
     state = jax.device_get(serialization.to_state_dict(variables))
     if not _all_finite(state):
         raise ValueError(f"refusing to export {path}: the variables hold NaN or Inf")
     payload = serialization.msgpack_serialize(state)
+    header = json.dumps({**dict(config), CHECKSUM_KEY: checksum(dict(config), payload)}).encode()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_bytes(MAGIC + struct.pack("<Q", len(header)) + header + payload)
     tmp.replace(path)
     return path
+
+
+def checksum(config: dict, payload: bytes) -> str:
+    """SHA-256 (hex) of the config as sorted-key JSON, a zero byte, and the weights bytes."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode() + b"\0" + payload).hexdigest()
 
 
 def _all_finite(tree: Any) -> bool:
@@ -67,11 +75,18 @@ def _read(path: Path) -> tuple[ml_collections.ConfigDict, dict]:
     if start + length >= len(data):
         raise ValueError(f"path {path} is a truncated segmenter file (config or weights missing)")
     try:
-        config = ml_collections.ConfigDict(json.loads(data[start : start + length].decode()))
-    except (ValueError, TypeError, AttributeError) as error:
+        header = json.loads(data[start : start + length].decode())
+        stored = header.pop(CHECKSUM_KEY, None)
+        config = ml_collections.ConfigDict(header)
+    except (ValueError, TypeError, AttributeError, RecursionError) as error:
         raise ValueError(f"path {path}: the config header is not a JSON object ({error})") from None
+    payload = data[start + length :]
+    if stored is not None and checksum(header, payload) != stored:
+        raise ValueError(
+            f"path {path}: the config and weights do not match their checksum (the file is corrupt)"
+        )
     try:
-        variables = serialization.msgpack_restore(data[start + length :])
+        variables = serialization.msgpack_restore(payload)
     except Exception as error:  # msgpack raises its own types for cut or damaged data
         raise ValueError(
             f"path {path}: the weights cannot be decoded, the file is truncated or corrupt "
@@ -103,6 +118,14 @@ def _check_variables(path: Path, segmenter: LoadedSegmenter) -> None:
     x = jax.ShapeDtypeStruct(
         (1, segmenter.size, segmenter.size, segmenter.model.in_channels), jnp.float32
     )
+    expected = _variable_paths(segmenter.config.model.to_json_best_effort(), segmenter.size)
+    extra = sorted(set(_key_paths(segmenter.variables)) - expected)
+    if extra:
+        more = f" and {len(extra) - 4} more" if len(extra) > 4 else ""
+        raise ValueError(
+            f"path {path}: the weights hold entries the model does not use: "
+            f"{', '.join(extra[:4])}{more}"
+        )
     try:
         segmenter._logits_jit.trace(segmenter.variables, x)
     except Exception as error:  # flax names the first parameter whose shape or name differs
@@ -111,6 +134,23 @@ def _check_variables(path: Path, segmenter: LoadedSegmenter) -> None:
             f"path {path}: the weights do not fit the model its config describes "
             f"({type(error).__name__}: {message})"
         ) from None
+
+
+@functools.lru_cache(maxsize=16)
+def _variable_paths(model_json: str, size: int) -> frozenset[str]:
+    """The key paths of the variables the model of `model_json` creates (shapes only, no
+    compute; cached since tracing `init` of a full model takes about a second)."""
+    model = build_segmenter(ml_collections.ConfigDict(json.loads(model_json)))
+    x = jax.ShapeDtypeStruct((1, size, size, model.in_channels), jnp.float32)
+    return frozenset(
+        _key_paths(jax.eval_shape(functools.partial(model.init, train=False), jax.random.key(0), x))
+    )
+
+
+def _key_paths(tree: Any) -> list[str]:
+    """'/'-joined key path of every leaf of a nested dict."""
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return ["/".join(str(getattr(k, "key", k)) for k in path) for path, _ in leaves]
 
 
 def _finite(logits: np.ndarray) -> np.ndarray:
@@ -131,6 +171,9 @@ class LoadedSegmenter:
     def __init__(self, config: ml_collections.ConfigDict, variables: dict):
         if "model" not in config or "image_size" not in config:
             raise ValueError("segmenter config needs 'model' and 'image_size' (working size)")
+        size = config.image_size
+        if isinstance(size, bool) or not isinstance(size, int) or size < 32 or size % 32:
+            raise ValueError(f"image_size must be a positive multiple of 32 (px), got {size!r}")
         self.config = config
         self.model = build_segmenter(config.model)
         self.variables = jax.tree.map(jnp.asarray, variables)

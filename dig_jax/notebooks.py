@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from dig_jax.cli_args import add_out, print_written
+from dig_jax.outputs import check_out_dir, record_written
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 PAPER_ATTACK_STEPS = 50  # BREPS: Adam steps per attack
@@ -57,8 +58,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no notebook named {unknown}; there are {[p.stem for p in paths]}")
     if args.names:
         paths = [p for p in paths if p.stem in args.names]
+    names = [p.with_suffix(".ipynb").name for p in paths]
+    try:
+        check_out_dir(args.out, names)
+    except ValueError as error:
+        parser.error(str(error))
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    record_written(out, names)
     os.environ["DIG_JAX_FIGURES"] = str(out / "figures")  # the kernels inherit it
     for path in paths:
         print(f"running {path.name} ...", flush=True)

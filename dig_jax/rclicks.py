@@ -64,6 +64,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--clicks": args.clicks >= 2,
         "--chunk": args.chunk >= 1,
         "--batch-size": args.batch_size >= 1,
+        "--seed": args.seed >= 0,
     }
     for flag, ok in checks.items():
         if not ok:
@@ -71,6 +72,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for checkpoint in args.checkpoint:
         if not checkpoint.is_file():
             parser.error(f"--checkpoint {checkpoint} is not a file")
+    from dig_jax.outputs import check_out_dir
+
+    try:
+        check_out_dir(args.out, output_names(args))
+    except ValueError as error:
+        parser.error(str(error))
     from dig_jax.robustness.rclicks.maps import map_function
 
     try:
@@ -78,6 +85,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     except ValueError as err:
         parser.error(f"--map: {err}")
     return args
+
+
+def output_names(args: argparse.Namespace) -> list[str]:
+    """The files a run writes into --out."""
+    return ["rclicks.md", "rclicks.json"] + ([] if args.no_figure else ["groups.png"])
 
 
 def write_figure(path: Path, item: tuple, map_fn: Callable, seed: int) -> None:
@@ -159,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from dig_jax.evaluation import SkipLog
     from dig_jax.export import load_segmenter
-    from dig_jax.outputs import write_text_atomic
+    from dig_jax.outputs import record_written, write_text_atomic
 
     skipped = SkipLog()
     try:
@@ -186,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     text = "\n\n".join(tables)
     args.out.mkdir(parents=True, exist_ok=True)
+    record_written(args.out, output_names(args))
     write_text_atomic(args.out / "rclicks.md", text + "\n")
     settings = {k: v for k, v in vars(args).items() if k not in ("map_fn", "checkpoint", "out")}
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()}
@@ -195,8 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         first = next(items for items in datasets.values() if items)[0]
         write_figure(args.out / "groups.png", first, args.map_fn, args.seed)
     print(text)
-    written = [args.out / "rclicks.md", args.out / "rclicks.json"]
-    print_written(written + ([] if args.no_figure else [args.out / "groups.png"]))
+    print_written([args.out / name for name in output_names(args)])
     return 0
 
 

@@ -14,6 +14,7 @@ from tiny_models import tiny_variables
 
 from dig_jax import attack, evaluate
 from dig_jax.export import MAGIC, save_segmenter
+from dig_jax.outputs import record_written
 
 CONFIG = tiny_variables()[0]
 
@@ -43,9 +44,11 @@ def files(tmp_path_factory):
 
 
 def earlier_result(folder, *names):
+    """Files as an earlier run of the command left them (recorded as written by dig-jax)."""
     folder.mkdir(parents=True, exist_ok=True)
     for name in names:
         (folder / name).write_text("earlier result\n")
+    record_written(folder, list(names))
     return {name: "earlier result\n" for name in names}
 
 
@@ -77,6 +80,25 @@ def test_attack_stops_on_nan_weights_or_predictions(files, tmp_path, capsys, che
     assert contents(tmp_path, before) == before
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--lr-mult", "inf"], "--lr-mult must be a finite number > 0, got inf"),
+        (["--lr-mult", "nan"], "--lr-mult must be a finite number > 0, got nan"),
+        (["--lam", "inf"], "--lam must be a finite number >= 0, got inf"),
+        (["--user-boxes", "/nonexistent/43"], "--user-boxes /nonexistent/43 is not a folder"),
+    ],
+)
+def test_attack_rejects_infinite_settings(files, tmp_path, capsys, flags, message):
+    """Case C7: attack --lr-mult inf failed without naming the flag."""
+    argv = ["--checkpoint", str(files["good"]), "--datasets", str(files["data"]), *ATTACK]
+    with pytest.raises(SystemExit) as exit_info:
+        attack.main([*argv, "--out", str(tmp_path / "o"), *flags])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err.strip().splitlines()[-1]
+    assert not (tmp_path / "o").exists()
+
+
 EVAL = ["--datasets", "procedural:1", "--max-side", "64", "--modes", "creation"]
 
 
@@ -88,6 +110,7 @@ EVAL = ["--datasets", "procedural:1", "--max-side", "64", "--modes", "creation"]
         (["--datasets", "nosuch"], "unknown source spec 'nosuch'"),
         (["--datasets", "procedural:abc"], "must be procedural[:N[:SEED]]"),
         (["--modes", "create"], "--modes: use some of"),
+        (["--seed", "-1"], "--seed must be >= 0, got -1"),  # issue 43: a traceback
     ],
 )
 def test_evaluate_rejects_bad_arguments(files, tmp_path, capsys, flags, message):

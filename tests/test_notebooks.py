@@ -43,3 +43,27 @@ def test_attack_steps_are_the_papers_unless_quick(monkeypatch):
     assert notebook_attack_steps() == 50
     monkeypatch.setenv("DIG_JAX_QUICK", "1")
     assert notebook_attack_steps() == 20
+
+
+def test_an_unknown_notebook_name_is_an_error(tmp_path, capsys):
+    """Case N1: `python -m dig_jax.notebooks nosuch` exited 0 and ran nothing."""
+    from dig_jax.notebooks import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["nosuch", "--out", str(tmp_path / "nb")])
+    assert exit_info.value.code == 2
+    assert "no notebook named ['nosuch']" in capsys.readouterr().err
+    assert not (tmp_path / "nb").exists()
+
+
+def test_out_is_checked_before_running_any(tmp_path, capsys):
+    from dig_jax.notebooks import main
+
+    (tmp_path / "file").write_text("mine")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "01_gestures.ipynb").write_text("mine")
+    for out, message in [("file", "is a file, not a folder"), ("d", "01_gestures.ipynb, not")]:
+        with pytest.raises(SystemExit) as exit_info:
+            main(["01_gestures", "--out", str(tmp_path / out)])
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    assert (tmp_path / "d" / "01_gestures.ipynb").read_text() == "mine"

@@ -193,3 +193,20 @@ def test_bounds_are_the_nonzero_pixels_box_for_any_dtype(seed, h, w, density, dt
     rows, cols = np.nonzero(marked)
     want = None if rows.size == 0 else (cols.min(), rows.min(), cols.max() + 1, rows.max() + 1)
     assert zoom._bounds(arr) == (None if want is None else tuple(float(v) for v in want))
+
+
+def test_negative_marks_count_as_marked_and_context_must_be_0_or_1():
+    """Cases P5, P6: a gesture or previous mask of -1 (int8, what 255 becomes) read as
+    unmarked; the context baseline read context=7 as REMOVE."""
+    from dig_jax.prompts.encode import apply_context_strategy, check_context
+    from dig_jax.prompts.zoom import check_prompt
+
+    image = np.zeros((12, 12, 3), np.uint8)
+    mark = np.zeros((12, 12), np.int8)
+    mark[3:6, 3:6] = -1
+    _, gesture, prev = check_prompt(image, mark, mark)
+    assert gesture.sum() == 9 and prev.sum() == 9
+    np.testing.assert_array_equal(check_context([0, 1, True]), [0, 1, 1])
+    for bad in ([7], [-1], [0.5], ["add"]):
+        with pytest.raises(ValueError, match=r"context must be Context.ADD \(1\) or"):
+            apply_context_strategy({"context": np.asarray(bad)}, "oracle", None)

@@ -38,10 +38,11 @@ from dig_jax.data.sources.coco_json import scan_coco_json
 from dig_jax.data.sources.dig_json import DigRowWriter, write_dig_json
 from dig_jax.data.sources.record import LoadedRecord, Record, resize_loaded
 from dig_jax.gestures.types import Context, GestureKind
-from dig_jax.outputs import replace_with, staging_dir
+from dig_jax.outputs import check_out_dir, record_written, replace_with, staging_dir
 from dig_jax.paths import dataset_dir
 
 KIND_NAMES = [k.name.lower() for k in GestureKind]
+OUTPUTS = ["images/", "dig.json", "summary.json"]  # what a build writes into --out
 
 
 def _records_and_problems(spec: str, size: tuple[int, int]) -> tuple[list, list[str]]:
@@ -156,10 +157,16 @@ def build(
     Everything is built in a staging folder beside `out`, then `images/`, `dig.json` and
     `summary.json` replace those in `out`; a build that produced no sample raises ValueError
     and leaves `out` as it was. `limit`: at most this many records per source (None = all).
+    `out` may hold earlier builds' outputs only: files of the user's own under those names (not
+    in `outputs.MANIFEST`), a file as `out` or a read-only `out` raise ValueError before any work.
     """
     out = Path(out)
     if limit is not None and limit < 0:
         raise ValueError(f"limit: must be >= 0 or None, got {limit}")
+    if seed < 0:
+        raise ValueError(f"seed: must be >= 0, got {seed}")
+    check_out_dir(out, OUTPUTS, flag="out")
+    check_out_dir(out.resolve().parent, [], flag="out's parent")  # the build is staged there
     stage = staging_dir(out)
     try:
         rows, table = _build_rows(sources, stage / "images", image_size=image_size, seed=seed,
@@ -173,6 +180,8 @@ def build(
         write_dig_json(stage / "dig.json", rows)
         summary = json.dumps({k: dict(v) for k, v in table.items()}, indent=1)
         (stage / "summary.json").write_text(summary)
+        images = [f"images/{p.name}" for p in (stage / "images").iterdir()]
+        record_written(out, ["dig.json", "summary.json", *images], forget=("images/",))
         for name in ("images", "dig.json", "summary.json"):
             replace_with(stage / name, out / name)
     finally:
@@ -279,8 +288,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(error))
     if args.limit is not None and args.limit < 1:
         parser.error(f"--limit must be >= 1, got {args.limit}")
-    if args.image_size is not None and args.image_size < 16:
-        parser.error(f"--image-size must be >= 16 px, got {args.image_size}")
+    if args.image_size is not None and not 16 <= args.image_size <= 8192:
+        parser.error(f"--image-size must be in 16..8192 px, got {args.image_size}")
+    if args.seed < 0:
+        parser.error(f"--seed must be >= 0, got {args.seed}")
+    try:
+        check_out_dir(args.out, OUTPUTS)
+    except ValueError as error:
+        parser.error(str(error))
     try:
         table = build(args.source, args.out, image_size=args.image_size, seed=args.seed,
                       limit=args.limit, kinds=kinds, refinement=not args.no_refinement,

@@ -240,6 +240,9 @@ _PUBLIC_SETS = {
 }
 
 
+MAX_PROCEDURAL = 1_000_000  # scenes of one spec: their records are listed up front
+
+
 def _procedural_args(spec: str, rest: str) -> tuple[int, int]:
     """(N, SEED) of "procedural[:N[:SEED]]"; ValueError naming the spec otherwise."""
     parts = rest.split(":") if rest else []
@@ -247,9 +250,11 @@ def _procedural_args(spec: str, rest: str) -> tuple[int, int]:
         values = [int(p) for p in parts]
     except ValueError:
         values = []
-    if len(values) != len(parts) or len(values) > 2 or (values and values[0] < 1):
+    ok = len(values) == len(parts) <= 2 and all(v >= 0 for v in values)
+    if not ok or (values and not 1 <= values[0] <= MAX_PROCEDURAL):
         raise ValueError(
-            f"sources: {spec!r} must be procedural[:N[:SEED]] with integers N >= 1 and SEED"
+            f"sources: {spec!r} must be procedural[:N[:SEED]] with integers "
+            f"1 <= N <= {MAX_PROCEDURAL} and SEED >= 0"
         )
     n, seed = (values + [1000, 0][len(values) :])[:2]
     return n, seed

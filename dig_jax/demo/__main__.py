@@ -9,10 +9,13 @@ loaded ends the command with one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 from pathlib import Path
 
 from dig_jax.demo import photos
+
+MAX_EXAMPLES = 64  # example photos are kept in memory
 
 
 def load_app(checkpoint: Path | None, max_side: int = photos.MAX_SIDE, examples: int = 4):
@@ -30,6 +33,14 @@ def load_app(checkpoint: Path | None, max_side: int = photos.MAX_SIDE, examples:
     return app, path
 
 
+def check_listen(host: str, port: int) -> None:
+    """OSError unless a server can listen on (host, port) now: the address resolves, the port
+    is free and allowed. The test socket is closed again at once."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.create_server((host, port), family=family):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", type=Path, default=None, help="a .digjax segmenter file")
@@ -45,6 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0 < args.port < 65536:  # uvicorn would print nothing and serve nothing
         parser.error(f"--port must be in 1..65535, got {args.port}")
+    if args.max_side < 32:  # uploads would shrink to nothing
+        parser.error(f"--max-side must be >= 32 px, got {args.max_side}")
+    if not 1 <= args.examples <= MAX_EXAMPLES:
+        parser.error(f"--examples must be in 1..{MAX_EXAMPLES}, got {args.examples}")
+    try:
+        check_listen(args.host, args.port)
+    except OSError as error:  # uvicorn would fail only after "ready" was printed
+        parser.error(f"--host/--port: cannot listen on {args.host}:{args.port} ({error})")
     try:
         app, path = load_app(args.checkpoint, args.max_side, args.examples)
     except ValueError as exc:

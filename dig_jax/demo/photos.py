@@ -11,6 +11,7 @@ import collections
 import dataclasses
 import hashlib
 import io
+import struct
 import threading
 import warnings
 from collections.abc import Sequence
@@ -24,6 +25,8 @@ from dig_jax import gestures
 MAX_SIDE = 1024  # px: longer photos are downscaled to this long side on upload
 MAX_PIXELS = 100_000_000  # uploads above this many pixels are refused before decoding
 MAX_UPLOAD_BYTES = 32 * 1024 * 1024  # bytes of one upload
+MAX_PREDICT_BYTES = 8 * 1024 * 1024  # bytes of one /api/predict body (points + mask PNG)
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MAX_POINTS = 20_000  # points of one stroke
 STORE_CAPACITY = 64  # uploaded photos kept in memory (least recently used dropped first)
 
@@ -82,20 +85,21 @@ def decode_photo(
         raise ValueError("the upload is empty: choose an image file")
     if len(data) > MAX_UPLOAD_BYTES:
         raise ValueError(f"the file is larger than {MAX_UPLOAD_BYTES // 2**20} MiB")
+    too_big = f"the limit is {max_pixels / 1e6:.0f} megapixels"
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # our own limit
             img = Image.open(io.BytesIO(data))
             w, h = img.size
             if w * h > max_pixels:
-                raise ValueError(
-                    f"the photo is {w}×{h} px; the limit is {max_pixels / 1e6:.0f} megapixels"
-                )
+                raise ValueError(f"the photo is {w}×{h} px; {too_big}")
             img.draft("RGB", (max_side, max_side))  # JPEG: decode at a reduced scale when big
             img = ImageOps.exif_transpose(img).convert("RGB")
             image = np.asarray(img, np.uint8)
     except ValueError:
         raise
+    except Image.DecompressionBombError:  # Pillow's own limit, above ours, before decoding
+        raise ValueError(f"the photo has too many pixels; {too_big}") from None
     except Exception as exc:  # Pillow raises many kinds for files it cannot read
         raise ValueError(
             f"not an image file Pillow can read (PNG, JPEG, WebP, ...): {type(exc).__name__}"
@@ -118,23 +122,34 @@ def encode_mask(mask: np.ndarray) -> str:
     return "data:image/png;base64," + base64.b64encode(png.tobytes()).decode()
 
 
+def png_size(data: bytes) -> tuple[int, int]:
+    """(width, height) a PNG declares in its IHDR chunk, read without decoding; ValueError
+    when `data` does not start like a PNG."""
+    if len(data) < 24 or not data.startswith(PNG_SIGNATURE) or data[12:16] != b"IHDR":
+        raise ValueError("not a PNG file")
+    return struct.unpack(">II", data[16:24])
+
+
 def decode_mask(data_url: str, shape: tuple[int, int]) -> np.ndarray:
     """Data URL (or bare base64) of a PNG mask -> uint8[H, W] {0,1} (pixels > 127 are set);
-    ValueError when it is not a PNG of the photo's `shape` (H, W)."""
+    ValueError when it is not a PNG of the photo's `shape` (H, W). The size the PNG declares
+    is checked before it is decoded, so a small request cannot decode into a huge mask."""
     if not isinstance(data_url, str):
         raise ValueError("prev_mask must be a PNG data URL string or null")
     payload = data_url.partition(",")[2] if data_url.startswith("data:") else data_url
     try:
-        raw = np.frombuffer(base64.b64decode(payload, validate=True), np.uint8)
-        mask = cv2.imdecode(raw, cv2.IMREAD_GRAYSCALE) if raw.size else None
-    except (ValueError, cv2.error):
+        raw = base64.b64decode(payload, validate=True)
+        w, h = png_size(raw)
+    except ValueError:
+        raise ValueError("prev_mask is not a readable PNG") from None
+    if (h, w) != tuple(shape):
+        raise ValueError(f"prev_mask is {w}×{h} px, the photo is {shape[1]}×{shape[0]}")
+    try:
+        mask = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_GRAYSCALE)
+    except cv2.error:
         mask = None
-    if mask is None:
+    if mask is None or mask.shape != tuple(shape):
         raise ValueError("prev_mask is not a readable PNG")
-    if mask.shape != tuple(shape):
-        raise ValueError(
-            f"prev_mask is {mask.shape[1]}×{mask.shape[0]} px, the photo is {shape[1]}×{shape[0]}"
-        )
     return (mask > 127).astype(np.uint8)
 
 

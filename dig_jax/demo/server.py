@@ -12,11 +12,14 @@ State: the server keeps only photos (`PhotoStore`, content-addressed, lock-guard
 keeps its own previous mask and undo stack and sends the previous mask with every stroke, so
 requests are independent and any number of tabs can draw at once. The model is compiled once in
 `create_app` (warm-up); requests run it in starlette's thread pool, off the event loop. Bad
-input answers 400/404/413 with {"error": one line}; the server keeps serving.
+input answers 400/404/413 with {"error": one line}; the server keeps serving. Bodies are
+size-checked while they are read (`photos.MAX_UPLOAD_BYTES`, `photos.MAX_PREDICT_BYTES`), and a
+previous mask's declared PNG size before it is decoded.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -104,6 +107,25 @@ def error(message: str, status: int = 400) -> JSONResponse:
     return JSONResponse({"error": str(message)}, status_code=status)
 
 
+class BodyTooLargeError(ValueError):
+    """A request body over its limit (answered 413)."""
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused (`BodyTooLargeError`) as soon as its declared Content-Length
+    or the bytes received pass `limit`: a large body is never read whole."""
+    too_large = BodyTooLargeError(f"the request is larger than {limit / 2**20:g} MiB")
+    declared = request.headers.get("content-length", "")
+    if declared.strip().isdigit() and int(declared) > limit:
+        raise too_large
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > limit:
+            raise too_large
+    return bytes(data)
+
+
 def create_app(
     model: DemoModel,
     examples: list[tuple[photos.Photo, dict]] | None = None,
@@ -111,6 +133,8 @@ def create_app(
 ) -> Starlette:
     """The demo app around `model` (warmed up here, so the first stroke is not a compile).
     `examples`: (photo, origin) pairs offered on the page (default: `photos.example_photos`)."""
+    if max_side < 32:
+        raise ValueError(f"max_side must be >= 32 px, got {max_side}")
     model.warm_up()
     examples = photos.example_photos(max_side=max_side) if examples is None else examples
     store = photos.PhotoStore([p for p, _ in examples])
@@ -144,16 +168,13 @@ def create_app(
         return Response(photo.png, media_type="image/png")
 
     async def upload(request: Request) -> Response:
-        data = bytearray()
-        async for chunk in request.stream():
-            data += chunk
-            if len(data) > photos.MAX_UPLOAD_BYTES:
-                return error(
-                    f"the file is larger than {photos.MAX_UPLOAD_BYTES / 2**20:g} MiB", 413
-                )
+        try:
+            data = await read_body(request, photos.MAX_UPLOAD_BYTES)
+        except BodyTooLargeError as exc:
+            return error(str(exc).replace("request", "file"), 413)
         name = request.headers.get("x-filename", "upload")[:200]
         try:
-            image, note = await run_in_threadpool(photos.decode_photo, bytes(data), max_side)
+            image, note = await run_in_threadpool(photos.decode_photo, data, max_side)
             photo = store.add(await run_in_threadpool(photos.make_photo, image, name, note))
         except ValueError as exc:
             return error(exc)
@@ -186,8 +207,10 @@ def create_app(
 
     async def predict(request: Request) -> Response:
         try:
-            payload = await request.json()
-        except ValueError:
+            payload = json.loads(await read_body(request, photos.MAX_PREDICT_BYTES))
+        except BodyTooLargeError as exc:
+            return error(exc, 413)
+        except (ValueError, RecursionError):  # RecursionError: JSON nested too deep
             return error("the request body is not JSON")
         try:
             return JSONResponse(await run_in_threadpool(run_predict, payload))

@@ -149,25 +149,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     import json
     from pathlib import Path
 
-    from dig_jax.outputs import write_text_atomic
+    from dig_jax.data.sources.record import read_json
+    from dig_jax.outputs import check_out_dir, record_written, write_text_atomic
 
     parser = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
     parser.add_argument("metrics", nargs="+", help="metrics.json files of `dig_jax.evaluate`")
     parser.add_argument("--out", default="", help="write tables.md and metrics.json here")
     args = parser.parse_args(argv)
+    try:
+        if args.out:
+            check_out_dir(args.out, ["tables.md", "metrics.json"])
+    except ValueError as error:
+        parser.error(str(error))
     payloads = []
     for name in args.metrics:
         try:
-            payloads.append(json.loads(Path(name).read_text()))
-        except (OSError, ValueError) as error:
+            payloads.append(read_json(Path(name), "metrics"))
+        except (OSError, ValueError) as error:  # missing, not UTF-8 JSON, nested too deep
             parser.error(f"cannot read {name}: {error}")
-        if "results" not in payloads[-1]:
+        if not isinstance(payloads[-1], dict) or "results" not in payloads[-1]:
             parser.error(f"{name} is not a metrics.json of dig_jax.evaluate (no 'results')")
     results = merge_results(payloads)
     text = all_tables(results)
     print(text)
     if args.out:
         out = Path(args.out)
+        record_written(out, ["tables.md", "metrics.json"])
         write_text_atomic(out / "tables.md", text + "\n")
         merged = {"sources": list(args.metrics), "results": results}
         write_text_atomic(out / "metrics.json", json.dumps(merged, indent=1, default=str))

@@ -54,6 +54,35 @@ def _check_coords(points: np.ndarray) -> None:
         )
 
 
+def _host(value: object) -> np.ndarray | None:
+    """`value` as numpy when concrete; None for a tracer (inside a caller's jit)."""
+    try:
+        return np.asarray(value)
+    except jax.errors.TracerArrayConversionError:
+        return None
+
+
+def check_strokes(points: object, lengths: object, kinds: object) -> None:
+    """ValueError naming the argument for concrete batched strokes points [B, N, 2] whose used
+    points (the first `lengths`, one for a click) are NaN or inf, lengths outside 0..N, or kinds
+    outside -1..4 (-1: no kind, the polyline as given). Tracers are not inspected."""
+    pts, lens, codes = _host(points), _host(lengths), _host(kinds)
+    n = np.shape(points)[1]
+    if lens is not None and lens.size and (lens.min() < 0 or lens.max() > n):
+        raise ValueError(f"lengths must be in 0..{n} (points per gesture), got {lens.tolist()}")
+    if codes is not None and codes.size and (codes.min() < -1 or codes.max() > 4):
+        raise ValueError(f"kinds must be GestureKind codes 0..4 (or -1), got {codes.tolist()}")
+    if pts is None or lens is None or codes is None:
+        return
+    used = (
+        np.arange(n) < np.where(codes == int(GestureKind.CLICK), np.minimum(lens, 1), lens)[:, None]
+    )
+    bad = used & ~np.isfinite(pts.astype(np.float64)).all(-1)
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        raise ValueError(f"points[{row}, {col}] is NaN or inf (within its gesture's length)")
+
+
 def _check_shape(shape: Sequence[int]) -> tuple[int, int]:
     if len(shape) != 2 or int(shape[0]) < 1 or int(shape[1]) < 1:
         raise ValueError(f"shape must be (H, W) with H, W >= 1, got {tuple(shape)}")
@@ -444,10 +473,12 @@ def rasterize_batch(
 
     Returns uint8[B, H, W] in {0, 1}; the same pixels as `rasterize` (see module docstring).
     Jitted with `shape` and `radius` static; also traceable inside a caller's jit. Rows with
-    length 0 draw nothing.
+    length 0 draw nothing. Concrete inputs are checked (`check_strokes`): a NaN point within a
+    gesture's length, a length outside 0..N or a kind outside -1..4 is a ValueError.
     """
     shape = _check_shape(shape)
     _check_batch_shapes(points, lengths, kinds, closed)
+    check_strokes(points, lengths, kinds)
     radius = _check_radius(radius)
     try:  # concrete points are checked, and clipped on the host when they reach far out
         host = np.asarray(points, np.float64)
@@ -495,10 +526,7 @@ def distance_map(gesture_map: np.ndarray) -> np.ndarray:
     are exactly scipy's `ndimage.distance_transform_edt` (sqrt of an integer squared distance,
     in float64, then float32), from the exact integer transform `dig_jax.gestures.edt`.
     """
-    gesture_map = np.asarray(gesture_map)
-    if gesture_map.ndim != 2:
-        raise ValueError(f"gesture_map must be 2-D [H, W], got shape {gesture_map.shape}")
-    return edt_lookup(gesture_map, _DISTANCE_CAP, _UNIT_DISTANCE)
+    return edt_lookup(_check_map(gesture_map), _DISTANCE_CAP, _UNIT_DISTANCE)
 
 
 def distance_uint8(gesture_map: np.ndarray) -> np.ndarray:
@@ -508,10 +536,18 @@ def distance_uint8(gesture_map: np.ndarray) -> np.ndarray:
     up per integer squared distance (an EDT value, the square root of an integer, is never a
     rounding tie).
     """
+    return edt_lookup(_check_map(gesture_map), _DISTANCE_CAP, _ROUNDED_DISTANCE)
+
+
+def _check_map(gesture_map: object) -> np.ndarray:
+    """A 2-D gesture map (nonzero = marked) as numpy; ValueError for another rank or a float
+    map holding NaN or Inf (NaN would read as marked everywhere)."""
     gesture_map = np.asarray(gesture_map)
     if gesture_map.ndim != 2:
         raise ValueError(f"gesture_map must be 2-D [H, W], got shape {gesture_map.shape}")
-    return edt_lookup(gesture_map, _DISTANCE_CAP, _ROUNDED_DISTANCE)
+    if np.issubdtype(gesture_map.dtype, np.inexact) and not np.isfinite(gesture_map).all():
+        raise ValueError("gesture_map holds NaN or Inf values")
+    return gesture_map
 
 
 # Per integer squared distance d² ≤ 256²: the truncated distance as distance_map and

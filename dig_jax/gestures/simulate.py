@@ -399,6 +399,9 @@ def _simulate_batch(
 
 
 def _kind(kind: GestureKind | int) -> GestureKind:
+    """`kind` as a GestureKind; ValueError unless it is an integer code 0-4 (2.7 is not 2)."""
+    if isinstance(kind, (bool, np.bool_)) or not isinstance(kind, (int, np.integer)):
+        raise ValueError(f"kind must be a GestureKind code 0-4 (an integer), got {kind!r}")
     try:
         return GestureKind(int(kind))
     except ValueError:

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from dig_jax.gestures.raster import _check_shape, padded_segments
+from dig_jax.gestures.raster import _check_shape, check_strokes, padded_segments
 from dig_jax.gestures.types import BRUSH_RADIUS
 
 _CHUNK = 16  # segments per scan step
@@ -48,6 +49,9 @@ def polyline_distance(
     No valid segment (length 0) gives a huge distance (1e15 px) everywhere.
     """
     h, w = _check_shape(shape)
+    if np.ndim(points) != 2 or np.shape(points)[1] != 2:
+        raise ValueError(f"points must have shape [N, 2], got {tuple(np.shape(points))}")
+    check_strokes(jnp.asarray(points)[None], jnp.reshape(length, (1,)), jnp.reshape(kind, (1,)))
     points = jnp.asarray(points, jnp.float32)
     n = points.shape[0]
     a, b, valid = padded_segments(points, length, jnp.asarray(kind, jnp.int32), closed)

@@ -40,9 +40,17 @@ class Gesture:
             raise ValueError(f"Gesture.points must be float32[N>=1, 2], got shape {pts.shape}")
         if not np.all(np.isfinite(pts)):
             raise ValueError("Gesture.points contains NaN or inf")
+        kind = self.kind
+        if isinstance(kind, (bool, np.bool_)) or not isinstance(kind, (int, np.integer)):
+            raise ValueError(f"Gesture.kind must be a GestureKind code 0-4, got {kind!r}")
+        if int(kind) not in GestureKind._value2member_map_:
+            raise ValueError(f"Gesture.kind must be a GestureKind code 0-4, got {kind!r}")
+        closed = self.closed
+        if not isinstance(closed, (bool, np.bool_, int, np.integer)) or closed not in (0, 1):
+            raise ValueError(f"Gesture.closed must be a bool, got {closed!r}")
         pts = pts.copy()
         pts.setflags(write=False)
-        object.__setattr__(self, "kind", GestureKind(int(self.kind)))
+        object.__setattr__(self, "kind", GestureKind(int(kind)))
         object.__setattr__(self, "points", pts)
         object.__setattr__(self, "closed", bool(self.closed))
 

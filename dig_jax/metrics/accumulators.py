@@ -33,7 +33,13 @@ class Mean:
         values = np.asarray(values, dtype=np.float64)
         if mask is None:
             mask = np.ones(values.shape, dtype=bool)
-        mask = np.broadcast_to(np.asarray(mask, dtype=bool), values.shape)
+        mask = np.asarray(mask, dtype=bool)
+        try:
+            mask = np.broadcast_to(mask, values.shape)
+        except ValueError:
+            raise ValueError(
+                f"mask of shape {mask.shape} does not match values of shape {values.shape}"
+            ) from None
         if np.isnan(values[mask]).any():
             raise ValueError("values contains NaN where mask selects it")
         return cls(total=np.float64(values[mask].sum()), count=np.int64(mask.sum()))

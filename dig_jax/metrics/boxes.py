@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dig_jax.metrics._backend import check_mask, is_jax, xp_of
+from dig_jax.metrics._backend import check_broadcast, check_mask, concrete, is_jax, xp_of
 
 
 def tight_box(mask: Any) -> Any:
@@ -45,9 +45,12 @@ def tight_box(mask: Any) -> Any:
 def _check_boxes(name: str, box: Any) -> None:
     if box.shape[-1:] != (4,):
         raise ValueError(f"{name} must have shape [..., 4], got {tuple(box.shape)}")
-    if is_jax(box):
-        return
-    arr = np.asarray(box, dtype=np.float64)
+    arr = concrete(box)
+    if arr is None:
+        return  # a tracer
+    if not (arr.dtype == np.bool_ or np.issubdtype(arr.dtype, np.number)):
+        raise ValueError(f"{name} must hold numbers, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64)
     if not np.isfinite(arr).all():
         raise ValueError(f"{name} contains NaN or inf")
     if (arr[..., 2] < arr[..., 0]).any() or (arr[..., 3] < arr[..., 1]).any():
@@ -56,6 +59,19 @@ def _check_boxes(name: str, box: Any) -> None:
 
 def _parts(box: Any) -> tuple[Any, Any, Any, Any]:
     return box[..., 0], box[..., 1], box[..., 2], box[..., 3]
+
+
+def _common_frame(a: Any, b: Any, xp: Any) -> tuple[Any, Any]:
+    """`a` and `b` moved and scaled together so that their enclosing box is at most 1 wide and
+    tall: IoU and CIoU do not change, and boxes far out (1e200) no longer overflow. The frame
+    is held constant in jnp gradients (both scores are invariant to it)."""
+    lo = xp.minimum(a[..., :2], b[..., :2])
+    extent = xp.max(xp.maximum(a[..., 2:], b[..., 2:]) - lo, axis=-1, keepdims=True)
+    scale = xp.where(extent > 0, extent, 1)
+    if xp is jnp:
+        lo, scale = jax.lax.stop_gradient(lo), jax.lax.stop_gradient(scale)
+    origin = xp.concatenate([lo, lo], axis=-1)
+    return (a - origin) / scale, (b - origin) / scale
 
 
 def _inter_union(a: Any, b: Any, xp: Any) -> tuple[Any, Any]:
@@ -69,6 +85,7 @@ def _inter_union(a: Any, b: Any, xp: Any) -> tuple[Any, Any]:
 
 
 def _safe_iou(a: Any, b: Any, xp: Any) -> Any:
+    a, b = _common_frame(a, b, xp)
     inter, union = _inter_union(a, b, xp)
     same = xp.all(a == b, axis=-1)
     positive = union > 0
@@ -82,6 +99,7 @@ def box_iou(a: Any, b: Any) -> Any:
     a_, b_ = (jnp.asarray(a), jnp.asarray(b)) if is_jax(a, b) else (np.asarray(a), np.asarray(b))
     _check_boxes("a", a_)
     _check_boxes("b", b_)
+    check_broadcast(a=a_, b=b_)
     xp = xp_of(a_, b_)
     dtype = xp.float32 if xp is jnp else xp.float64
     return _safe_iou(a_.astype(dtype), b_.astype(dtype), xp)
@@ -101,9 +119,10 @@ def ciou_loss(box: Any, target_box: Any) -> Any:
     )
     _check_boxes("box", b_)
     _check_boxes("target_box", t_)
+    check_broadcast(box=b_, target_box=t_)
     xp = xp_of(b_, t_)
     dtype = xp.float32 if xp is jnp else xp.float64
-    b_, t_ = b_.astype(dtype), t_.astype(dtype)
+    b_, t_ = _common_frame(b_.astype(dtype), t_.astype(dtype), xp)
     iou = _safe_iou(b_, t_, xp)
 
     bx1, by1, bx2, by2 = _parts(b_)

@@ -10,6 +10,7 @@ from typing import Any
 
 from dig_jax.metrics._backend import (
     as_array,
+    check_broadcast,
     check_mask,
     check_same_shape,
     check_unit_interval,
@@ -56,6 +57,7 @@ def rice(alpha: Any, beta: Any) -> Any:
     """
     check_unit_interval("alpha", alpha)
     check_unit_interval("beta", beta)
+    check_broadcast(alpha=alpha, beta=beta)
     xp = xp_of(alpha, beta)
     alpha = xp.asarray(alpha)
     beta = xp.asarray(beta)
@@ -76,6 +78,10 @@ def rice_scores(pred: Any, prev: Any | None, gt_global: Any, gt_local: Any) -> d
     """
     pred, gt_global, gt_local = as_array(pred), as_array(gt_global), as_array(gt_local)
     prev = None if prev is None else as_array(prev)
+    check_mask("pred", pred, allow_void=False)
+    if prev is not None:
+        check_mask("prev", prev, allow_void=False)
+        check_same_shape(pred=pred, prev=prev)
     check_same_shape(pred=pred, gt_global=gt_global, gt_local=gt_local)
     xp = xp_of(pred, prev, gt_global, gt_local)
     out: dict[str, Any] = {}
@@ -84,7 +90,6 @@ def rice_scores(pred: Any, prev: Any | None, gt_global: Any, gt_local: Any) -> d
         if prev is None:
             beta = xp.zeros_like(alpha)
         else:
-            check_same_shape(pred=pred, prev=prev)
             has_prev = xp.any(prev != 0, axis=(-2, -1))
             beta = xp.where(has_prev, iou(prev, gt), 0.0)
         out[f"rice_{name}"] = rice(alpha, beta)

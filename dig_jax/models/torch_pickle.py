@@ -4,6 +4,8 @@ Both formats `torch.save` writes are read: the legacy stream (magic number, prot
 info, the pickled object, the storage keys, then each storage's raw bytes) and the zip archive
 (`archive/data.pkl` + `archive/data/<key>`). Only tensors, OrderedDicts and plain Python values
 are rebuilt; any other class in the pickle is refused, so reading a file runs no code from it.
+Every tensor is checked against its storage before it is built (sizes and strides >= 0, offset
+plus extent within the storage, at most `MAX_ELEMENTS`), so no view reads past a buffer.
 """
 
 from __future__ import annotations
@@ -29,12 +31,38 @@ _STORAGE_DTYPES = {
     "ByteStorage": np.uint8,
     "BoolStorage": np.bool_,
 }
+MAX_ELEMENTS = 1 << 28  # per tensor or storage: 1 GiB of float32, far above any model here
+MAX_DIMS = 8
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) is int and 0 <= value <= MAX_ELEMENTS
+
+
+def tensor_extent(offset: Any, size: tuple, stride: tuple) -> int:
+    """The number of storage elements a tensor view reaches (offset included; 0 when empty).
+
+    ValueError when the offset, sizes or strides are not non-negative integers of one length,
+    or the view holds more than `MAX_ELEMENTS` elements."""
+    fields = (offset, *size, *stride)
+    if len(size) != len(stride) or len(size) > MAX_DIMS or not all(map(_is_count, fields)):
+        raise ValueError(
+            f"bad tensor layout: offset {offset!r}, size {size!r}, stride {stride!r} (need "
+            f"<= {MAX_DIMS} non-negative integer sizes and strides, each <= {MAX_ELEMENTS})"
+        )
+    if int(np.prod(size, dtype=np.float64)) > MAX_ELEMENTS:
+        raise ValueError(f"tensor of size {size} holds more than {MAX_ELEMENTS} elements")
+    if 0 in size:
+        return 0
+    return offset + sum((n - 1) * st for n, st in zip(size, stride, strict=True)) + 1
 
 
 class _Storage:
     """A placeholder for one torch storage: filled with a flat numpy array after unpickling."""
 
-    def __init__(self, key: str, dtype: np.dtype):
+    def __init__(self, key: str, dtype: Any):
+        if not any(dtype is t for t in _STORAGE_DTYPES.values()):
+            raise pickle.UnpicklingError(f"storage {key}: unknown storage type {dtype!r}")
         self.key, self.dtype = key, np.dtype(dtype)
         self.array: np.ndarray | None = None
 
@@ -49,6 +77,14 @@ class _Tensor:
         flat = self.storage.array
         if flat is None:
             raise ValueError(f"storage {self.storage.key} was never read")
+        extent = tensor_extent(self.offset, self.size, self.stride)
+        if extent > flat.size:
+            raise ValueError(
+                f"a tensor of size {self.size}, stride {self.stride} at offset {self.offset} "
+                f"reaches element {extent} of storage {self.storage.key}, which holds {flat.size}"
+            )
+        if extent == 0:
+            return np.zeros(self.size, flat.dtype)
         item = flat.dtype.itemsize
         view = np.lib.stride_tricks.as_strided(
             flat[self.offset :],
@@ -60,6 +96,10 @@ class _Tensor:
 
 
 def _rebuild_tensor(storage, offset, size, stride, *_):
+    if not isinstance(storage, _Storage) or not isinstance(size, (tuple, list)):
+        raise pickle.UnpicklingError("a tensor without a storage or a size tuple")
+    if not isinstance(stride, (tuple, list)):
+        raise pickle.UnpicklingError("a tensor without a stride tuple")
     return _Tensor(storage, offset, tuple(size), tuple(stride))
 
 
@@ -110,6 +150,8 @@ def _load_legacy(data: bytes, path: Path) -> Any:
     for key in keys:
         storage = storages[str(key)]
         (count,) = np.frombuffer(stream.read(8), "<i8")
+        if not 0 <= count <= MAX_ELEMENTS:
+            raise ValueError(f"{path}: storage {key} declares {count} elements")
         raw = stream.read(int(count) * storage.dtype.itemsize)
         if len(raw) != int(count) * storage.dtype.itemsize:
             raise ValueError(f"{path}: truncated storage {key}")
@@ -127,7 +169,12 @@ def _load_zip(path: Path) -> Any:
         storages: dict[str, _Storage] = {}
         obj = _Unpickler(io.BytesIO(archive.read(pkl)), storages).load()
         for key, storage in storages.items():
-            raw = archive.read(f"{root}data/{key}")
+            info = archive.getinfo(f"{root}data/{key}")
+            if info.file_size > MAX_ELEMENTS * storage.dtype.itemsize:
+                raise ValueError(f"{path}: storage {key} holds {info.file_size} bytes")
+            raw = archive.read(info)
+            if len(raw) % storage.dtype.itemsize:
+                raise ValueError(f"{path}: storage {key} is not a whole number of elements")
             storage.array = np.frombuffer(raw, storage.dtype.newbyteorder("<"))
     return _materialise(obj)
 
@@ -145,8 +192,10 @@ def load_torch_state_dict(path: str | Path) -> dict[str, np.ndarray]:
             obj = _load_zip(path)
         else:
             obj = _load_legacy(path.read_bytes(), path)
-    except (pickle.UnpicklingError, EOFError, KeyError, zipfile.BadZipFile) as err:
+    except (pickle.UnpicklingError, EOFError, KeyError, zipfile.BadZipFile, RecursionError) as err:
         raise ValueError(f"{path}: cannot read PyTorch weights ({err})") from None
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}".replace(f"{path}: {path}: ", f"{path}: ")) from None
     if not isinstance(obj, dict) or not all(isinstance(v, np.ndarray) for v in obj.values()):
         raise ValueError(f"{path}: expected a state dict of tensors")
     return dict(obj)

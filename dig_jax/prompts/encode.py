@@ -217,6 +217,18 @@ CONTEXT_STRATEGIES = ("oracle", "positive", "negative", "random")
 GESTURE_ENCODINGS = ("model", "clicks", "box")
 
 
+def check_context(context: Any) -> np.ndarray:
+    """`context` as int32; ValueError unless every value is Context.ADD (1) or REMOVE (0)
+    (7 must not read as REMOVE)."""
+    values = np.asarray(context)
+    if values.dtype.kind not in "biu" or not np.isin(values, (0, 1)).all():
+        raise ValueError(
+            f"context must be Context.ADD (1) or Context.REMOVE (0), got "
+            f"{np.unique(values)[:5].tolist() if values.dtype.kind in 'biuf' else values!r}"
+        )
+    return values.astype(np.int32)
+
+
 def apply_context_strategy(
     batch: dict[str, np.ndarray], strategy: str, rng: np.random.Generator
 ) -> dict[str, np.ndarray]:
@@ -225,7 +237,7 @@ def apply_context_strategy(
     per gesture)."""
     if strategy not in CONTEXT_STRATEGIES:
         raise ValueError(f"strategy must be one of {CONTEXT_STRATEGIES}, got {strategy!r}")
-    context = np.asarray(batch["context"], np.int32)
+    context = check_context(batch["context"])
     if strategy == "positive":
         context = np.full_like(context, Context.ADD)
     elif strategy == "negative":
@@ -268,6 +280,6 @@ def crop_input(
     `context` and `kind` (a GestureKind, None = unknown: read as a stroke) matter to context
     models only."""
     batch = {key: np.asarray(value)[None] for key, value in crop.items()}
-    batch["context"] = np.array([int(context)], np.int32)
+    batch["context"] = check_context([context])
     batch["gesture_kind"] = np.array([GestureKind.SCRIBBLE if kind is None else int(kind)])
     return model_input(batch, input_kind, encoding)[0]

@@ -83,7 +83,7 @@ def _binary(mask: Any, name: str, shape: tuple[int, int]) -> np.ndarray:
         raise ValueError(f"{name} must be a bool or numeric map, got dtype {mask.dtype}")
     if mask.dtype.kind == "f" and not np.isfinite(mask).all():
         raise ValueError(f"{name} holds NaN or Inf values")
-    return mask > 0
+    return mask != 0  # nonzero = marked: -1 (int8 255) too
 
 
 def check_prompt(

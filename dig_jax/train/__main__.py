@@ -25,11 +25,31 @@ def load_config(spec: str) -> ml_collections.ConfigDict:
     if not Path(path).is_file():
         raise ValueError(f"--config: file {path!r} does not exist")
     module_spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    if module_spec is None or module_spec.loader is None:
+        raise ValueError(f"--config: {path} is not a Python file")
     module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
+    try:
+        module_spec.loader.exec_module(module)
+    except SyntaxError as error:
+        raise ValueError(f"--config: {path} line {error.lineno}: {error.msg}") from None
+    except Exception as error:  # the file runs code: name what it raised, in one line
+        raise ValueError(f"--config: {path} raised {_one_line(error)}") from None
     if not hasattr(module, "get_config"):
         raise ValueError(f"--config: {path} has no get_config(arg) function")
-    return module.get_config(arg) if arg else module.get_config()
+    try:
+        return module.get_config(arg) if arg else module.get_config()
+    except ValueError:
+        raise
+    except Exception as error:
+        raise ValueError(
+            f"--config: get_config({arg!r}) of {path} raised {_one_line(error)}"
+        ) from None
+
+
+def _one_line(error: BaseException) -> str:
+    """'TypeName: first line of the message'."""
+    message = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {message[0]}" if message else type(error).__name__
 
 
 def parse_flags(argv: Sequence[str]) -> tuple[ml_collections.ConfigDict, str]:

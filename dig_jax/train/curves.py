@@ -16,18 +16,30 @@ import numpy as np
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from dig_jax.outputs import check_out_dir, record_written
+
 EVAL_SCORES = ("eval/rice_local/all/create", "eval/rice_local/all/refine")
 
 
 def read_metrics(path: str | Path) -> list[dict]:
     """Rows of a metrics.jsonl file (one JSON object per line, each with `step`)."""
     rows = []
-    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except OSError as error:
+        raise ValueError(f"{path}: cannot be read ({error.strerror})") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as error:
                 raise ValueError(f"{path}:{n}: not JSON ({error.msg})") from None
+            except RecursionError:
+                raise ValueError(f"{path}:{n}: JSON nested too deep") from None
+            if not isinstance(rows[-1], dict) or "step" not in rows[-1]:
+                raise ValueError(f"{path}:{n}: not a metrics row (an object with 'step')")
     return rows
 
 
@@ -72,8 +84,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("workdir")
     parser.add_argument("--out", default=None, help="PNG path (default <workdir>/curves.png)")
     args = parser.parse_args(argv)
-    out = args.out or str(Path(args.workdir) / "curves.png")
-    print(f"wrote {plot_curves(Path(args.workdir) / 'metrics.jsonl', out)}")
+    out = Path(args.out or Path(args.workdir) / "curves.png")
+    try:
+        if args.out:  # a path of the user's: never over a file dig-jax did not write
+            check_out_dir(out.parent, [out.name])
+        print(f"wrote {plot_curves(Path(args.workdir) / 'metrics.jsonl', out)}")
+    except ValueError as error:  # no or unreadable metrics.jsonl, or an --out of the user's
+        parser.error(str(error))
+    if args.out:
+        record_written(out.parent, [out.name])
     return 0
 
 

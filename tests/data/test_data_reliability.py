@@ -70,8 +70,10 @@ def test_records_without_regions_count_as_failures(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "spec", ["procedural:abc", "procedural:0", "procedural:5:x", "procedural:1:2:3"]
-)
+    "spec",
+    ["procedural:abc", "procedural:0", "procedural:5:x", "procedural:1:2:3",
+     "procedural:2:-1", "procedural:10000000000"],  # issue 43: failed at load; listed 1e10
+)  # fmt: skip
 def test_bad_procedural_specs_name_the_spec(spec):
     """Case D2: source specs that do not parse."""
     with pytest.raises(ValueError, match=r"must be procedural\[:N\[:SEED\]\]"):
@@ -81,6 +83,8 @@ def test_bad_procedural_specs_name_the_spec(spec):
 def test_procedural_specs_that_parse():
     assert len(resolve_source("procedural:3", image_size=(32, 32))) == 3
     assert len(resolve_source("procedural:2:7", image_size=(32, 32))) == 2
+    with pytest.raises(ValueError, match=r"size: must be 16\.\.8192 px per side"):
+        resolve_source("procedural:1", image_size=(10**6, 10**6))
 
 
 @pytest.mark.parametrize(
@@ -90,7 +94,9 @@ def test_procedural_specs_that_parse():
         (["--limit", "-1"], "--limit must be >= 1, got -1"),
         (["--kinds", "bogus"], "--kinds: 'bogus' is not a gesture kind"),
         (["--kinds", "7"], "--kinds: '7' is not a gesture kind"),
-        (["--image-size", "0"], "--image-size must be >= 16 px"),
+        (["--image-size", "0"], "--image-size must be in 16..8192 px"),
+        (["--image-size", "100000"], "--image-size must be in 16..8192 px"),
+        (["--seed", "-1"], "--seed must be >= 0, got -1"),  # issue 43: did not name the flag
     ],
 )
 def test_build_rejects_bad_flags(tmp_path, capsys, flags, message):

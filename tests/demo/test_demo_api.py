@@ -39,6 +39,14 @@ def multi(tiny_multi, serving):
         yield url, seg, examples
 
 
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that is free now."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as sock:
+        return sock.getsockname()[1]
+
+
 def _mask(response: dict, shape) -> np.ndarray:
     return photos.decode_mask(response["mask"], shape)
 
@@ -185,8 +193,9 @@ def test_main_refuses_bad_checkpoints_with_one_line(tmp_path, capsys, tiny_singl
     garbage.write_bytes(b"\x89PNG not a model")
     truncated = tmp_path / "truncated.digjax"
     truncated.write_bytes(tiny_single.read_bytes()[:3000])
+    port = str(free_port())
     for path in (garbage, truncated, tmp_path / "missing.digjax"):
-        assert main(["--checkpoint", str(path), "--port", "1"]) == 2
+        assert main(["--checkpoint", str(path), "--port", port]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("dig_jax.demo: error: cannot load checkpoint") and "\n" not in err
 
@@ -208,6 +217,7 @@ def test_main_serves_the_given_checkpoint(tiny_single, monkeypatch, capsys):
 
     served = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
-    assert main(["--checkpoint", str(tiny_single), "--port", "8123", "--examples", "1"]) == 0
-    assert served["host"] == "127.0.0.1" and served["port"] == 8123
-    assert "single.digjax ready on http://127.0.0.1:8123/" in capsys.readouterr().out
+    port = free_port()
+    assert main(["--checkpoint", str(tiny_single), "--port", str(port), "--examples", "1"]) == 0
+    assert served["host"] == "127.0.0.1" and served["port"] == port
+    assert f"single.digjax ready on http://127.0.0.1:{port}/" in capsys.readouterr().out

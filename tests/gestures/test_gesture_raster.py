@@ -21,6 +21,7 @@ from dig_jax.gestures import (
 )
 from dig_jax.gestures.raster import (
     _pair_budget,
+    _rasterize_batch,
     clip_segments,
     gesture_segments,
     rasterize_reference,
@@ -257,12 +258,19 @@ def test_distance_map_known_answers():
         distance_map(np.zeros(4))
 
 
-def test_non_finite_points_in_a_batch_are_not_drawn():
+def test_non_finite_points_in_a_batch_are_refused_or_not_drawn():
+    """A NaN point within a gesture's length is refused (issue 43: it drew an empty map);
+    inside the device code (the host clipping's separators) it breaks the polyline."""
     points = np.array([[[10, 10], [np.nan, 5], [30, 30], [30, 40]]], np.float32)
-    out = rasterize_batch(points, np.array([4]), np.array([1]), np.array([False]), SHAPE)
+    args = (np.array([4]), np.array([1]), np.array([False]))
+    with pytest.raises(ValueError, match=r"points\[0, 1\] is NaN or inf"):
+        rasterize_batch(points, *args, SHAPE)
+    out = _rasterize_batch(points, *args, SHAPE, 5.0)
     # Both segments touching the NaN point are dropped (so (10, 10) is not drawn either).
     expected = rasterize(Gesture(GestureKind.SCRIBBLE, [[30, 30], [30, 40]], False), SHAPE)
     np.testing.assert_array_equal(np.asarray(out)[0], expected)
+    ok = rasterize_batch(points, np.array([1]), *args[1:], SHAPE)  # NaN beyond the length
+    assert np.asarray(ok).sum() == 81
 
 
 def test_length_zero_rows_draw_nothing():

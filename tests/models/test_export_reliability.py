@@ -106,3 +106,72 @@ def test_predict_reads_or_refuses_users_inputs(good_file):
             seg.predict(bad, gesture)
     with pytest.raises(ValueError, match="gesture_map holds NaN"):
         seg.predict(image, np.where(gesture > 0, np.nan, 0.0))
+
+
+def test_flipped_bits_in_the_weights_fail_the_checksum(good_file, tmp_path):
+    """Case E5: a flipped mantissa bit, or a bit halfway through the weights, loaded with
+    changed weights (the file had no checksum)."""
+    data = good_file.read_bytes()
+    (length,) = struct.unpack("<Q", data[len(MAGIC) : len(MAGIC) + 8])
+    header = json.loads(data[len(MAGIC) + 8 : len(MAGIC) + 8 + length])
+    assert len(header["sha256"]) == 64
+    weights = len(MAGIC) + 8 + length
+    for where in (len(data) - 2, weights + (len(data) - weights) // 2):
+        flipped = bytearray(data)
+        flipped[where] ^= 0x01
+        path = tmp_path / f"flip{where}.digjax"
+        path.write_bytes(bytes(flipped))
+        with pytest.raises(ValueError, match=rf"{path}: the config and weights do not match"):
+            dig_jax.load_segmenter(path)
+    edited = tmp_path / "edited.digjax"  # a config value changed in place (same length)
+    edited.write_bytes(data.replace(b'"image_size": 32', b'"image_size": 96', 1))
+    assert edited.read_bytes() != data
+    with pytest.raises(ValueError, match=rf"{edited}: the config and weights do not match"):
+        dig_jax.load_segmenter(edited)
+
+
+def test_files_without_a_checksum_still_load(tmp_path):
+    """Files written before the checksum existed (the shipped checkpoints) load unchecked."""
+    config, variables = tiny_variables()
+    raw_file(tmp_path / "old.digjax", config, variables)
+    assert dig_jax.load_segmenter(tmp_path / "old.digjax").size == 32
+
+
+def test_shipped_checkpoints_still_load():
+    from pathlib import Path
+
+    shipped = sorted((Path(__file__).resolve().parents[2] / "checkpoints").glob("*.digjax"))
+    if not shipped:
+        pytest.skip("no shipped checkpoints")
+    assert dig_jax.load_segmenter(shipped[0]).size >= 32
+
+
+def test_an_extra_unused_parameter_is_refused(tmp_path):
+    """Case E6: a .digjax with an extra, unused parameter was accepted."""
+    config, variables = tiny_variables()
+    variables["params"]["FusionHead_0"]["spare"] = {"kernel": np.ones((3, 3), np.float32)}
+    save_segmenter(tmp_path / "extra.digjax", variables, config)
+    with pytest.raises(ValueError, match=r"extra\.digjax: .*model does not use: "
+                                         r"params/FusionHead_0/spare/kernel"):  # fmt: skip
+        dig_jax.load_segmenter(tmp_path / "extra.digjax")
+
+
+@pytest.mark.parametrize("size", [0, -32, 40, 32.0, True, "32"])
+def test_image_size_that_is_not_a_working_size_names_the_file(tmp_path, size):
+    """Case E7: image_size 0 gave "Cannot concatenate...", naming no file."""
+    config, variables = tiny_variables()
+    save_segmenter(tmp_path / "size.digjax", variables, {**config, "image_size": size})
+    with pytest.raises(ValueError, match=r"size\.digjax: .*image_size must be a positive multi"):
+        dig_jax.load_segmenter(tmp_path / "size.digjax")
+
+
+def test_predict_reads_int8_marks_and_refuses_context_7(good_file):
+    """Cases P5, P6 through `predict`."""
+    segmenter = dig_jax.load_segmenter(good_file)
+    image = np.full((40, 40, 3), 120, np.uint8)
+    mark = np.zeros((40, 40), np.int8)
+    mark[10:20, 10:20] = -1
+    as_one = segmenter.predict_logits(image, (mark != 0).astype(np.uint8))
+    np.testing.assert_array_equal(segmenter.predict_logits(image, mark), as_one)
+    with pytest.raises(ValueError, match=r"context must be Context.ADD \(1\) or .*got \[7\]"):
+        segmenter.predict(image, mark, context=7)

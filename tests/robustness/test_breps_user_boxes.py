@@ -93,3 +93,20 @@ def test_letterbox_keeps_boxes_on_the_photo():
 def test_missing_folders_raise(tmp_path):
     with pytest.raises(ValueError, match="lacks folder"):
         scan_user_boxes(tmp_path)
+
+
+def test_gt_saved_as_0_1_reads_as_the_object(tmp_path):
+    """Case D8 for BREPS user-box folders: a GT saved as {0,1} read as empty."""
+    import cv2
+
+    from dig_jax.robustness.breps.user_boxes import read_gt
+
+    mask = np.zeros((10, 12), np.uint8)
+    mask[2:6, 3:9] = 1
+    cv2.imwrite(str(tmp_path / "gt.png"), mask)
+    np.testing.assert_array_equal(read_gt(tmp_path / "gt.png"), mask)
+    raw = mask * np.uint8(255)
+    raw[0, 0] = 128  # GrabCut's void band keeps its meaning in a 0/255 mask
+    cv2.imwrite(str(tmp_path / "gt.png"), raw)
+    gt = read_gt(tmp_path / "gt.png")
+    assert gt[0, 0] == 255 and gt[2:6, 3:9].all() and gt.sum() == 255 + 24

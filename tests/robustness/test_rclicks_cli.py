@@ -37,7 +37,7 @@ def test_cli_writes_tables_json_and_figure(shared_data, tmp_path):
 
 @pytest.mark.parametrize(
     "extra",
-    [["--map", "nope"], ["--clicks", "1"], ["--chunk", "0"], ["--max-side", "8"]],
+    [["--map", "nope"], ["--clicks", "1"], ["--chunk", "0"], ["--max-side", "8"], ["--seed", "-1"]],
 )
 def test_bad_arguments_exit(tmp_path, extra):
     model = tmp_path / "m.digjax"
@@ -67,3 +67,24 @@ def test_not_a_segmenter_file_returns_an_error(tmp_path, capsys, shared_data):
 
 def test_registered_as_a_command():
     assert COMMANDS["rclicks"] == "dig_jax.rclicks"
+
+
+def test_truncated_clickability_file_is_a_map_error(tmp_path, capsys):
+    """Case R1: rclicks --map with a truncated clickability file gave a struct.error traceback."""
+    import jax
+
+    from dig_jax.robustness.rclicks.model import init_clickability, save_clickability
+
+    model = tmp_path / "m.digjax"
+    model.write_bytes(b"x")
+    path = save_clickability(
+        tmp_path / "cm.msgpack", init_clickability(jax.random.key(0), 16, (4,))
+    )
+    data = path.read_bytes()
+    for cut in (10, 20, len(data) - 7):
+        path.write_bytes(data[:cut])
+        with pytest.raises(SystemExit) as exit_info:
+            rclicks.main(["--checkpoint", str(model), "--map", str(path), "--out", str(tmp_path)])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert "error: --map: path" in err and "cm.msgpack" in err and "clickability" in err

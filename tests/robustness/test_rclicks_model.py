@@ -4,6 +4,7 @@ map; save/load; target maps; bad inputs."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 from pathlib import Path
 
 import cv2
@@ -177,3 +178,21 @@ def test_mismatched_sizes_and_bad_model_settings():
         train_clickability([], jax.random.key(0))
     with pytest.raises(ValueError, match="path"):
         load_clickability("/no/such/file")
+
+
+def test_clickability_files_with_foreign_or_nan_weights_are_refused(tmp_path):
+    """As for .digjax files (E3, E6): an extra parameter, a missing one, NaN weights."""
+    model = init_clickability(jax.random.key(0), size=16, features=(4,))
+    path = save_clickability(tmp_path / "cm.msgpack", model)
+    assert load_clickability(path).size == 16
+    params = jax.tree.map(np.asarray, model.params)
+    cases = {
+        "extra": {**params, "spare": {"kernel": np.ones(3, np.float32)}},
+        "nan": jax.tree.map(lambda v: v * np.nan, params),
+    }
+    for name, bad in cases.items():
+        save_clickability(tmp_path / f"{name}.msgpack", dataclasses.replace(model, params=bad))
+    with pytest.raises(ValueError, match=r"extra\.msgpack: the weights do not fit the network"):
+        load_clickability(tmp_path / "extra.msgpack")
+    with pytest.raises(ValueError, match=r"nan\.msgpack: the weights hold NaN"):
+        load_clickability(tmp_path / "nan.msgpack")

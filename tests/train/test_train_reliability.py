@@ -8,6 +8,7 @@ import contextlib
 import faulthandler
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -102,6 +103,24 @@ def test_infinite_learning_rate_is_a_config_error(tmp_path, capsys):
     config.optim.weight_decay = float("nan")
     with pytest.raises(ValueError, match=r"config\.optim\.weight_decay"):
         validate_config(config)
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("def get_config(arg=None):\n    return {\n", r"bad\.py line 2: '\{' was never closed"),
+        ("import no_such_module_43\n", r"bad\.py raised ModuleNotFoundError: No module named"),
+        ("def get_config(arg=None):\n    return {}[arg]\n", r"get_config\('x'\) of .*KeyError"),
+    ],
+)
+def test_config_file_that_does_not_run_is_one_line(tmp_path, capsys, source, message):
+    """Case T8: train --config with a syntax error printed a traceback."""
+    (tmp_path / "bad.py").write_text(source)
+    argv = ["--config", f"{tmp_path / 'bad.py'}:x", "--workdir", str(tmp_path / "w")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    assert re.search(rf"^python -m dig_jax.train: error: --config: .*{message}", err), err
 
 
 def _nan_checkpoint(workdir: Path, step: int, from_step: int) -> None:

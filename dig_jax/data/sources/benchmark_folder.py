@@ -4,7 +4,8 @@
 The layout of GrabCut, Berkeley and COCO-MVal under `../shared/data`. Every mask file is one
 instance; masks sharing an image stem (Berkeley `<id>.png`, `<id>a.png`, `<id>b.png`) are the
 instances of one photo, so one `Record` per image. Mask values: > 128 object, 0 background,
-exactly 128 (GrabCut's uncertain band) void.
+exactly 128 (GrabCut's uncertain band) void. A mask file holding only 0 and 1 (a mask saved
+as {0,1}, not {0,255}) is read as 1 object, 0 background.
 """
 
 from __future__ import annotations
@@ -37,8 +38,15 @@ class FolderMasks:
         void = np.zeros(masks[0].shape, np.uint8)
         for m in masks:
             void |= m == VOID_VALUE
-        instances = np.stack([(m > VOID_VALUE).astype(np.uint8) for m in masks])
+        instances = np.stack([object_pixels(m) for m in masks])
         return instances, void
+
+
+def object_pixels(mask: np.ndarray) -> np.ndarray:
+    """uint8 {0,1}: values > 128 of a 0/255 mask, or the 1s of a mask saved as {0,1}."""
+    if mask.size and mask.max() == 1:
+        return (mask == 1).astype(np.uint8)
+    return (mask > VOID_VALUE).astype(np.uint8)
 
 
 def _image_index(image_dir: Path) -> dict[str, Path]:

@@ -10,14 +10,14 @@ empty mask drops that instance when the image is loaded, not the image.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from pathlib import Path
 
 import numpy as np
 from pycocotools import mask as mask_utils
 
-from dig_jax.data.sources.record import Record
+from dig_jax.data.sources.record import Record, read_json
+from dig_jax.data.sources.rle import MAX_PIXELS, decode_rle
 
 log = logging.getLogger(__name__)
 
@@ -26,24 +26,28 @@ def decode_segmentation(segmentation, height: int, width: int) -> np.ndarray:
     """COCO `segmentation` (polygon list, RLE dict with list or str counts) -> uint8[H, W] {0,1}."""
     try:
         return _decode(segmentation, height, width)
-    except (TypeError, KeyError, IndexError, UnicodeError) as err:  # malformed polygon or RLE
+    except (TypeError, KeyError, IndexError, UnicodeError, OverflowError) as err:  # malformed
         raise ValueError(
             f"segmentation: cannot decode {segmentation!r:.60} ({type(err).__name__})"
         ) from None
 
 
 def _decode(segmentation, height: int, width: int) -> np.ndarray:
+    if height * width > MAX_PIXELS:
+        raise ValueError(f"segmentation: image of {height}x{width} px is over {MAX_PIXELS} px")
     if isinstance(segmentation, list):
-        polygons = [_checked_polygon(p, height, width) for p in segmentation if len(p) >= 6]
+        checked = [_checked_polygon(p, height, width) for p in segmentation]
+        polygons = [p for p in checked if len(p) >= 6]  # fewer than 3 vertices: no area
         if not polygons:
             return np.zeros((height, width), np.uint8)
         rle = mask_utils.merge(mask_utils.frPyObjects(polygons, height, width))
     elif isinstance(segmentation, dict) and "counts" in segmentation:
-        rle = segmentation
-        if isinstance(rle["counts"], list):
-            rle = mask_utils.frPyObjects(rle, height, width)
-        elif isinstance(rle["counts"], str):
-            rle = {"size": rle["size"], "counts": rle["counts"].encode("ascii")}
+        mask = decode_rle(segmentation, "segmentation")
+        if mask.shape != (height, width):
+            raise ValueError(
+                f"segmentation: RLE size {list(mask.shape)} != image size {[height, width]}"
+            )
+        return mask
     else:
         raise ValueError(
             f"segmentation: expected a polygon list or an RLE dict, got {segmentation!r:.80}"
@@ -53,8 +57,12 @@ def _decode(segmentation, height: int, width: int) -> np.ndarray:
 
 def _checked_polygon(polygon, height: int, width: int) -> list[float]:
     """A polygon's coordinates as floats, clipped to one pixel around the image (pycocotools
-    grows without bound on huge or NaN vertices); ValueError on a NaN or infinite one."""
-    values = np.asarray(polygon, np.float64)
+    grows without bound on huge or NaN vertices); ValueError on a NaN, infinite, nested or
+    non-numeric one."""
+    try:
+        values = np.asarray(polygon, np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"segmentation: polygon of non-numbers: {polygon!r:.60}") from None
     if values.ndim != 1 or not np.all(np.isfinite(values)):
         raise ValueError(f"segmentation: polygon with a NaN, infinite or nested value: "
                          f"{polygon!r:.60}")  # fmt: skip
@@ -88,9 +96,9 @@ class CocoMasks:
 def _image_size(info: dict) -> tuple[int, int] | None:
     try:
         h, w = int(info["height"]), int(info["width"])
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         return None
-    return (h, w) if h >= 1 and w >= 1 else None
+    return (h, w) if h >= 1 and w >= 1 and h * w <= MAX_PIXELS else None
 
 
 def scan_coco_json(
@@ -104,10 +112,7 @@ def scan_coco_json(
     annotation_file = Path(annotation_file)
     if not annotation_file.is_file():
         raise ValueError(f"annotation_file: not found: {annotation_file}")
-    try:
-        data = json.loads(annotation_file.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"annotation_file: {annotation_file} is not valid JSON ({err})") from None
+    data = read_json(annotation_file, "annotation_file")
     if not isinstance(data, dict) or not all(
         isinstance(data.get(k), list) for k in ("images", "annotations")
     ):

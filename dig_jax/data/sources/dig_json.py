@@ -46,7 +46,8 @@ from pycocotools import mask as mask_utils
 from dig_jax.data.priors import refinement_local
 from dig_jax.data.regions import VOID
 from dig_jax.data.samples import Sample, make_sample
-from dig_jax.data.sources.record import read_image
+from dig_jax.data.sources.record import read_image, read_json
+from dig_jax.data.sources.rle import check_size, decode_rle
 from dig_jax.gestures.types import Context, GestureKind
 
 log = logging.getLogger(__name__)
@@ -59,16 +60,6 @@ def encode_rle(mask: np.ndarray) -> dict:
     mask = np.asfortranarray((np.asarray(mask) > 0).astype(np.uint8))
     rle = mask_utils.encode(mask)
     return {"size": [int(s) for s in rle["size"]], "counts": rle["counts"].decode("ascii")}
-
-
-def decode_rle(rle: dict) -> np.ndarray:
-    """COCO RLE (str or bytes counts) -> uint8[H, W] {0,1}."""
-    counts = rle["counts"]
-    if isinstance(counts, list):
-        rle = mask_utils.frPyObjects(rle, *rle["size"])
-    elif isinstance(counts, str):
-        rle = {"size": rle["size"], "counts": counts.encode("ascii")}
-    return np.ascontiguousarray(mask_utils.decode(rle), dtype=np.uint8)
 
 
 class DigRowWriter:
@@ -201,11 +192,9 @@ class DigEntry:
     def _mask(self, key: str, rle: Any, size: tuple[int, int]) -> np.ndarray:
         """Decoded mask of field `key`; ValueError naming it if malformed or not of `size`."""
         try:
-            mask = decode_rle(rle)
-        except (TypeError, KeyError, IndexError, ValueError, UnicodeError) as err:
-            raise ValueError(
-                f"{self.name}: field {key!r} is not a COCO RLE ({err!r:.60})"
-            ) from None
+            mask = decode_rle(rle, f"field {key!r}")
+        except ValueError as err:
+            raise ValueError(f"{self.name}: {err}") from None
         if mask.shape != size:
             raise ValueError(f"{self.name}: {key} size {mask.shape} != image size {size}")
         return mask
@@ -220,12 +209,13 @@ class DigEntry:
 
     def _size(self) -> tuple[int, int]:
         """Checks every field this sample needs, up front; returns the row's (H, W)."""
-        size = self.row.get("size")
-        if not (
-            isinstance(size, list) and len(size) == 2 and all(isinstance(v, int) for v in size)
-        ):
-            raise ValueError(f"{self.name}: field 'size' must be [H, W], got {size!r:.40}")
+        try:
+            size = check_size(self.row.get("size"), "field 'size'")
+        except ValueError as err:
+            raise ValueError(f"{self.name}: {err}") from None
         self._int("obj_id")
+        if not isinstance(self.row.get("obj_gt") or {}, dict):
+            raise ValueError(f"{self.name}: field 'obj_gt' must map str(obj_id) to an RLE")
         for key in _MULTI_FIELDS if self.multi else _SAMPLE_FIELDS:
             self._field(key)
         if self.multi and not self._field("has_mul"):
@@ -234,7 +224,7 @@ class DigEntry:
             prior = self.row.get("prior")
             if not isinstance(prior, dict) or str(self._int("obj_id")) not in prior:
                 raise ValueError(f"{self.name}: has_prior is true but 'prior' lacks the object")
-        return int(size[0]), int(size[1])
+        return size
 
     def _source_region(self, obj: int, size: tuple[int, int]) -> np.ndarray | None:
         """bool[H, W]: the object's whole region from `obj_gt`, else from the source
@@ -344,13 +334,13 @@ def scan_dig_json(
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"path: DIG JSON file not found: {path}")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"path: {path} is not valid JSON ({err})") from None
+    data = read_json(path, "path")
     if isinstance(data, dict):  # column-oriented: {field: {row_index: value}}
         if not data or not all(isinstance(col, dict) for col in data.values()):
             raise ValueError(f"path: {path} is a dict but not of {{field: {{row: value}}}}")
+        bad = next((k for col in data.values() for k in col if not k.isdigit()), None)
+        if bad is not None:
+            raise ValueError(f"path: {path}: row key {bad!r} is not a row number")
         keys = sorted({k for col in data.values() for k in col}, key=int)
         data = [{field: col[k] for field, col in data.items() if k in col} for k in keys]
     if not isinstance(data, list):

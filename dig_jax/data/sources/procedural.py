@@ -129,6 +129,9 @@ class ProceduralMasks:
         return instances, np.zeros(self.size, np.uint8)
 
 
+MAX_SIZE = 8192  # px per side of a rendered scene
+
+
 def procedural(
     seed: int = 0, n: int = 1000, *, size: tuple[int, int] | int = 256, max_objects: int = 6
 ) -> list[Record]:
@@ -138,11 +141,13 @@ def procedural(
     """
     if n < 0:
         raise ValueError(f"n: must be >= 0, got {n}")
+    if seed < 0:
+        raise ValueError(f"seed: must be >= 0, got {seed}")
     if max_objects < 3:
         raise ValueError(f"max_objects: must be >= 3, got {max_objects}")
     size = (size, size) if isinstance(size, int) else tuple(int(s) for s in size)
-    if min(size) < 16:
-        raise ValueError(f"size: must be at least 16 px per side, got {size}")
+    if len(size) != 2 or min(size) < 16 or max(size) > MAX_SIZE:
+        raise ValueError(f"size: must be 16..{MAX_SIZE} px per side, got {size}")
     return [
         Record(
             source="procedural",

@@ -8,8 +8,10 @@ an array or a picklable zero-argument callable for the image, and the same for t
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -57,6 +59,19 @@ def _imread(path: Path, what: str) -> np.ndarray:
     if data is None:
         raise ValueError(f"cannot decode {what} file: {path}")
     return data
+
+
+def read_json(path: Path, field: str) -> Any:
+    """The JSON value in `path`; ValueError naming `field` and the file when it is not UTF-8
+    JSON or is nested too deep to read."""
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{field}: {path} is not UTF-8 text (byte {err.start})") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{field}: {path} is not valid JSON ({err})") from None
+    except RecursionError:
+        raise ValueError(f"{field}: {path} is JSON nested too deep to read") from None
 
 
 def read_image(path: str | Path) -> np.ndarray:

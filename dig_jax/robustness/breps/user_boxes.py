@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from dig_jax.data.sources.benchmark_folder import object_pixels
 from dig_jax.data.sources.record import read_gray, read_image
 from dig_jax.metrics import tight_box
 from dig_jax.robustness.breps.attack import EncodeBox, PredictLogits
@@ -37,9 +38,10 @@ class UserBoxInstance:
 
 
 def read_gt(path: Path) -> np.ndarray:
-    """GT mask uint8[H, W] {0, 1, 255}: > 128 object, exactly 128 void, else background."""
+    """GT mask uint8[H, W] {0, 1, 255}: > 128 object, exactly 128 void, else background (a
+    mask saved as {0, 1}: 1 object)."""
     raw = read_gray(path)
-    gt = (raw > GT_VOID).astype(np.uint8)
+    gt = object_pixels(raw)
     gt[raw == GT_VOID] = 255
     return gt
 

@@ -136,7 +136,42 @@ def load_clickability(path: str | Path) -> ClickabilityModel:
     if not data.startswith(MAGIC):
         raise ValueError(f"path {path} is not a clickability model file (bad magic bytes)")
     start = len(MAGIC) + 8
-    (length,) = struct.unpack("<Q", data[len(MAGIC) : start])
-    config = json.loads(data[start : start + length].decode())
-    params = jax.tree.map(jnp.asarray, serialization.msgpack_restore(data[start + length :]))
-    return ClickabilityModel(int(config["size"]), tuple(config["features"]), params)
+    try:
+        (length,) = struct.unpack("<Q", data[len(MAGIC) : start])
+        if start + length > len(data):
+            raise ValueError("the header runs past the end of the file")
+        config = json.loads(data[start : start + length].decode())
+        params = serialization.msgpack_restore(data[start + length :])
+        if not isinstance(params, dict):
+            raise ValueError("the weights are not a parameter dict")
+        size, features = int(config["size"]), tuple(config["features"])
+    except (struct.error, ValueError, TypeError, KeyError, RecursionError) as error:
+        raise ValueError(
+            f"path {path} is a truncated or corrupt clickability model file ({error})"
+        ) from None
+    _check_params(path, params, size, features)
+    return ClickabilityModel(size, features, jax.tree.map(jnp.asarray, params))
+
+
+def _check_params(path: Path, params: dict, size: int, features: tuple[int, ...]) -> None:
+    """ValueError naming `path` unless `params` are finite and exactly (names and shapes)
+    the parameters of the network the header describes."""
+    try:
+        features = tuple(int(f) for f in features)
+        size = check_size(size, features)
+        x = jax.ShapeDtypeStruct((1, size, size, 5), jnp.float32)
+        expected = jax.eval_shape(ClickabilityNet(features).init, jax.random.key(0), x)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"path {path}: the header does not describe a network ({error})") from None
+    shapes = {jax.tree_util.keystr(k): np.shape(v) for k, v in _leaves(params)}
+    wanted = {jax.tree_util.keystr(k): tuple(v.shape) for k, v in _leaves(expected)}
+    if shapes != wanted:
+        differ = sorted(set(shapes.items()) ^ set(wanted.items()))[:4]
+        raise ValueError(f"path {path}: the weights do not fit the network: {differ}")
+    leaves = [np.asarray(v) for _, v in _leaves(params)]
+    if not all(v.dtype.kind == "f" and np.isfinite(v).all() for v in leaves):
+        raise ValueError(f"path {path}: the weights hold NaN, Inf or non-float values")
+
+
+def _leaves(tree: Any) -> list:
+    return jax.tree_util.tree_flatten_with_path(tree)[0]
