@@ -42,4 +42,7 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
         config.evals.dig.datasets = HELD_OUT
         config.evals.nog.datasets = HELD_OUT
         config.evals.nog.kinds = ("click", "tight_lasso", "mixed")
+        # predict reruns a creation prompt whose zoom box is the whole photo (a click) on its
+        # first mask's box: chosen on the held-out slices (docs/model_quality.md)
+        config.predict = ml_collections.ConfigDict(dict(focus_pass=True))
     return config

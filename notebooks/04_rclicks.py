@@ -23,7 +23,7 @@
 # learned clickability model trained on clicks drawn from a known map.
 #
 # Photos: the first GrabCut instances when `dig_jax.paths.data_root()` holds them, else
-# procedural scenes. Model: `checkpoints/lite_dataaug_offline.digjax` when present, else
+# procedural scenes. Model: `checkpoints/lite_iterative_offline.digjax` when present, else
 # `checkpoints/hrnet_dataaug_offline.digjax`, else a transparent disc stand-in.
 
 # %%

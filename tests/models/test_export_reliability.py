@@ -143,7 +143,8 @@ def test_shipped_checkpoints_still_load():
     shipped = sorted((Path(__file__).resolve().parents[2] / "checkpoints").glob("*.digjax"))
     if not shipped:
         pytest.skip("no shipped checkpoints")
-    assert dig_jax.load_segmenter(shipped[0]).size >= 32
+    for path in shipped:  # written before checksums existed, or with one
+        assert dig_jax.load_segmenter(path).size >= 32, path
 
 
 def test_an_extra_unused_parameter_is_refused(tmp_path):
