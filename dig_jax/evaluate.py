@@ -1,7 +1,8 @@
 """Evaluate segmenters and classical peers with the evaluator objects (DIG tables per gesture
 kind, iterative NoG), as the training loop does.
 
-    python -m dig_jax.evaluate --predictor checkpoints/lite_iterative_offline.digjax,grabcut,filled \
+    python -m dig_jax.evaluate --checkpoint checkpoints/lite_iterative_offline.digjax \
+        --predictor grabcut,filled \
         --datasets grabcut,berkeley --out results/eval
     python -m dig_jax.evaluate --config experiments/lite_dataaug.py:offline \
         --checkpoint checkpoints/lite_iterative_offline.digjax      # the config's `evals`

@@ -88,6 +88,22 @@ def export_step(
     return save_segmenter(out, restored.variables, config), step
 
 
+def check_export_target(out: str | Path) -> None:
+    """ValueError unless `out` is free, or an earlier segmenter file (which it may replace):
+    a folder or any other file of the user's is never overwritten."""
+    from dig_jax.export import MAGIC
+
+    out = Path(out)
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder; name the .digjax file to write")
+    if out.exists():
+        with out.open("rb") as f:
+            if f.read(len(MAGIC)) != MAGIC:
+                raise ValueError(
+                    f"--out {out} exists and is not a segmenter file; not replacing it"
+                )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("workdir")
@@ -97,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = dict(parse_setting(text) for text in args.set)
+        if args.out:
+            check_export_target(args.out)
         path, step = export_step(args.workdir, args.step, args.out, settings)
     except ValueError as error:
         parser.error(str(error))

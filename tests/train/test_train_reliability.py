@@ -227,6 +227,12 @@ def test_export_step_writes_a_saved_step_with_settings(workdir, capsys):
     assert f"wrote {out}" in capsys.readouterr().out
     seg = load_segmenter(out)
     assert seg.focus_pass is True
+    mine = workdir / "notes.txt"
+    mine.write_text("mine")
+    assert export_step.main(argv) == 0  # an earlier export of its own is replaced
+    with pytest.raises(SystemExit):
+        export_step.main([str(workdir), "--out", str(mine)])
+    assert "not a segmenter file" in capsys.readouterr().err and mine.read_text() == "mine"
     for bad, message in ((["--set", "no_equals"], "KEY=VALUE"), (["--step", "999"], "step 999")):
         with pytest.raises(SystemExit):
             export_step.main([str(workdir), "--out", str(workdir / "x.digjax"), *bad])
