@@ -210,3 +210,23 @@ def test_negative_marks_count_as_marked_and_context_must_be_0_or_1():
     for bad in ([7], [-1], [0.5], ["add"]):
         with pytest.raises(ValueError, match=r"context must be Context.ADD \(1\) or"):
             apply_context_strategy({"context": np.asarray(bad)}, "oracle", None)
+
+
+def test_a_click_on_a_huge_photo_survives_the_zoom_out():
+    """A radius-5 click on a 4800 x 3200 photo covers under a fifth of any crop pixel at 224:
+    it stays marked, widened to the thinnest brush training shows; at training sizes the crop
+    gesture is the plain coverage rule."""
+    from dig_jax.gestures import stroke_map
+    from dig_jax.prompts import zoom
+
+    for shape, widened in (((3200, 4800), True), ((480, 640), False)):
+        h, w = shape
+        gesture = stroke_map([[w * 0.4, h * 0.6]], shape)
+        box = zoom.ZoomBox(0.0, (h - w) / 2, float(w))  # the whole photo, as for a click
+        crop = zoom.crop_gesture(gesture, box, 224)
+        plain = zoom.warp(gesture.astype(np.float32), box, 224) >= zoom.GESTURE_COVERAGE
+        assert crop.any()
+        if widened:
+            assert not plain.any() and 9 <= crop.sum() <= 25
+        else:
+            np.testing.assert_array_equal(crop, plain.astype(np.uint8))

@@ -42,6 +42,9 @@ CLOSED_FILL_RATIO = 1.3  # filled / stroke area above which a gesture encloses a
 PAD_RGB = (124, 116, 104)  # the ImageNet mean colour: zero after the models' normalisation
 OUTSIDE_LOGIT = -20.0  # logit pasted outside the zoom box (background)
 GESTURE_COVERAGE = 0.2  # a crop pixel is marked when the stroke covers this much of it
+# The thinnest brush, in crop pixels, that training shows the models: the 5 px brush on a photo
+# of `data.max_side` = 640 px zoomed out to the 224 px working size (5 * 224 / 640).
+MIN_CROP_BRUSH = 1.75
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,9 +245,20 @@ def warp(array: np.ndarray, box: ZoomBox, size: int, *, nearest: bool = False, f
 
 
 def crop_gesture(gesture_map: np.ndarray, box: ZoomBox, size: int) -> np.ndarray:
-    """uint8[S, S] {0,1}: crop pixels covered at least `GESTURE_COVERAGE` by the stroke."""
-    covered = warp(np.asarray(gesture_map, np.float32), box, size)
-    return (covered >= GESTURE_COVERAGE).astype(np.uint8)
+    """uint8[S, S] {0,1}: crop pixels covered at least `GESTURE_COVERAGE` by the stroke.
+
+    On a photo far larger than training's, a click covers less than that of every crop pixel
+    and would vanish: then its best-covered pixels are marked, widened to the thinnest brush
+    the models were trained on (`MIN_CROP_BRUSH`). Any stroke that survives the plain rule is
+    left as it is."""
+    covered = warp((np.asarray(gesture_map) != 0).astype(np.float32), box, size)
+    peak = float(covered.max())
+    if peak >= GESTURE_COVERAGE or peak <= 0:
+        return (covered >= GESTURE_COVERAGE).astype(np.uint8)
+    marked = (covered >= 0.5 * peak).astype(np.uint8)
+    widen = max(1, round(MIN_CROP_BRUSH - BRUSH_RADIUS * box.scale(size)))
+    disc = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * widen + 1, 2 * widen + 1))
+    return cv2.dilate(marked, disc)
 
 
 def crop_mask(mask: np.ndarray, box: ZoomBox, size: int) -> np.ndarray:
