@@ -139,10 +139,14 @@ def test_new_sources_feed_the_training_pipeline(tmp_path):
     assert set(np.unique(batch["target"])) <= {0, 1, 255}
 
 
-def test_coco_polygons_with_nan_are_refused_and_huge_ones_clipped():
+def test_coco_polygons_with_nan_or_far_outside_are_refused_and_overshoots_clipped():
+    """Issue 43: non-finite and out-of-image vertices are refused before pycocotools allocates;
+    a vertex a little past the border (common in real annotations) is clipped."""
     from dig_jax.data.sources.coco_json import decode_segmentation
 
     with pytest.raises(ValueError, match="NaN, infinite"):
         decode_segmentation([[0, 0, 10, float("nan"), 5, 5]], 20, 20)
-    huge = decode_segmentation([[-1e12, -1e12, 1e12, -1e12, 1e12, 1e12, -1e12, 1e12]], 20, 30)
-    assert huge.shape == (20, 30) and huge.all()
+    with pytest.raises(ValueError, match=r"vertex \(-1e\+12, -1e\+12\) lies far outside the 30×20"):
+        decode_segmentation([[-1e12, -1e12, 1e12, -1e12, 1e12, 1e12, -1e12, 1e12]], 20, 30)
+    over = decode_segmentation([[-3, -2, 33, -2, 33, 22, -3, 22]], 20, 30)
+    assert over.shape == (20, 30) and over.all()

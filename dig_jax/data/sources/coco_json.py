@@ -56,9 +56,10 @@ def _decode(segmentation, height: int, width: int) -> np.ndarray:
 
 
 def _checked_polygon(polygon, height: int, width: int) -> list[float]:
-    """A polygon's coordinates as floats, clipped to one pixel around the image (pycocotools
-    grows without bound on huge or NaN vertices); ValueError on a NaN, infinite, nested or
-    non-numeric one."""
+    """A polygon's coordinates as floats, clipped to one pixel around the image (annotations
+    often overshoot the border a little); ValueError, before pycocotools allocates (it grows
+    without bound on huge or NaN vertices), on a NaN, infinite, nested or non-numeric value and
+    on a vertex more than the image's own size outside it."""
     try:
         values = np.asarray(polygon, np.float64)
     except (TypeError, ValueError):
@@ -67,6 +68,11 @@ def _checked_polygon(polygon, height: int, width: int) -> list[float]:
         raise ValueError(f"segmentation: polygon with a NaN, infinite or nested value: "
                          f"{polygon!r:.60}")  # fmt: skip
     xy = values[: values.size // 2 * 2].reshape(-1, 2)
+    far = (xy < -np.array([width, height])) | (xy > 2 * np.array([width, height]))
+    if far.any():
+        x, y = xy[np.flatnonzero(far.any(axis=1))[0]]
+        raise ValueError(f"segmentation: polygon vertex ({x:.6g}, {y:.6g}) lies far outside the "
+                         f"{width}×{height} image")  # fmt: skip
     xy = np.clip(xy, -1.0, (width + 1.0, height + 1.0))
     return xy.ravel().tolist()
 
