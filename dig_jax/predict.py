@@ -1,7 +1,8 @@
 """Segment one photo from one gesture with an exported segmenter, at the photo's own size.
 
 dig-jax predict --image photo.jpg --gesture stroke.png --out mask.png
-dig-jax predict --image photo.jpg --points "120,80 180,95 210,160" --prev-mask mask.png
+dig-jax predict --image photo.jpg --points "120,80 180,95 210,160" --prev-mask mask.png \
+    --out mask.png --force                       # refine, replacing the mask it read
 
 The gesture is either a mask file (any nonzero pixel is marked; e.g. a stroke painted in an
 image editor) or points in photo pixels (x,y pairs; one point is a click, several an open
@@ -81,6 +82,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--out", type=Path, default=None, help="mask PNG (default results/predict/STEM_mask.png)"
     )
     parser.add_argument("--overlay", type=Path, default=None, help="also write an overlay PNG")
+    parser.add_argument(
+        "--force", action="store_true", help="replace --out / --overlay files that exist"
+    )
     return parser.parse_args(argv)
 
 
@@ -91,6 +95,11 @@ def run(args: argparse.Namespace) -> list[Path]:
     from dig_jax.data.sources.record import read_image
     from dig_jax.paths import shipped_checkpoint
 
+    out = args.out or Path("results/predict") / f"{args.image.stem}_mask.png"
+    for path in (out, args.overlay):
+        if path is not None and path.exists() and (path.is_dir() or not args.force):
+            what = "a folder" if path.is_dir() else "a file (--force replaces it)"
+            raise ValueError(f"{path} exists and is {what}")
     image = read_image(args.image)
     shape = image.shape[:2]
     if args.gesture is not None:
@@ -105,7 +114,6 @@ def run(args: argparse.Namespace) -> list[Path]:
         raise ValueError("no shipped checkpoint in checkpoints/: pass --checkpoint FILE.digjax")
     seg = dig_jax.load_segmenter(checkpoint)
     mask = seg.predict(image, gesture, prev)
-    out = args.out or Path("results/predict") / f"{args.image.stem}_mask.png"
     written = []
     for path, picture in ((out, mask * 255), (args.overlay, None)):
         if path is None:

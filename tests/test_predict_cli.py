@@ -68,6 +68,11 @@ def test_predict_writes_a_mask_of_the_photo_size(photo, tmp_path, tiny_checkpoin
     cv2.imwrite(str(tmp_path / "g.png"), gesture)
     again = [*argv, "--gesture", str(tmp_path / "g.png"), "--prev-mask", str(out)]
     assert cli.main([*again, "--out", str(tmp_path / "m2.png")]) == 0
+    # an existing file is replaced only with --force (the refinement loop writing back)
+    before = out.read_bytes()
+    assert cli.main([*again, "--out", str(out)]) == 2
+    assert "exists" in capsys.readouterr().err and out.read_bytes() == before
+    assert cli.main([*again, "--out", str(out), "--force"]) == 0
 
 
 def test_predict_bad_inputs_are_one_line_errors(photo, tmp_path, tiny_checkpoint, capsys):
