@@ -55,6 +55,7 @@ def _three(logits, x, tangent):
     return jvp, jacobian, hvp
 
 
+@pytest.mark.slow  # three derivative programs per CPU setting
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_forward_mode_matches_plain_lax_with_every_cpu_setting(name, monkeypatch):
     monkeypatch.setenv(switch.SWITCH_ENV, "0")

@@ -17,6 +17,7 @@ MODELS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data
 def test_cli_writes_tables_json_and_figure(shared_data, tmp_path):
     models = [m for m in MODELS if m.is_file()]

@@ -53,6 +53,7 @@ def exported_params(workdir: Path) -> list[np.ndarray]:
     return [np.asarray(x) for x in jax.tree.leaves(segmenter.variables["params"])]
 
 
+@pytest.mark.slow  # compiles the train step for 1 and 4 devices
 def test_one_step_on_4_devices_matches_1_device():
     config = tiny_config()
     model = build_segmenter(config.model)
