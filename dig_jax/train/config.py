@@ -316,6 +316,12 @@ def validate_config(c: ml_collections.ConfigDict, num_devices: int | None = None
         IterativeConfig.from_config(c)
     except (ValueError, TypeError) as error:
         raise ValueError(f"config.iterative.{error}") from None
+    from dig_jax.train.robust import RobustConfig
+
+    try:
+        RobustConfig.from_config(c)
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"config.robust.{error}") from None
     init_from = c.get("init_from", "")
     if init_from:
         from pathlib import Path

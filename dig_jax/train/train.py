@@ -43,6 +43,7 @@ from dig_jax.train.config import validate_config
 from dig_jax.train.evals import LoopEvaluators
 from dig_jax.train.input_pipeline import make_eval_batches, make_train_iterator
 from dig_jax.train.iterative import IterativeConfig, iterate_batch
+from dig_jax.train.robust import Attacker, RobustConfig, click_map_function, robust_batch
 from dig_jax.train.state import TrainState, make_optimizer, make_schedule, with_pretrained
 from dig_jax.train.step import init_state, train_step
 
@@ -275,6 +276,12 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
     clicks = config.model.input_kind == "context" and config.model.context_encoding == "clicks"
     encode = encode_context_clicks if clicks else None
 
+    robust = RobustConfig.from_config(config)
+    attacker = None
+    if robust.box_attack_prob > 0 or robust.stroke_attack_prob > 0:
+        attacker = Attacker(model, robust, config.model.input_kind, config.model.context_encoding)
+    click_map = click_map_function(robust.click_map) if robust.click_group_prob > 0 else None
+
     evaluated_at = -1
     loop_evals = LoopEvaluators(config, model, workdir, writer, primary)
 
@@ -315,6 +322,8 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
     # (`dig_jax.cpu.prepare_entry_point`).
     previous: tuple[int, Any] | None = None
     passes_sum = 0  # iterative passes since the last log row
+    robust_counts: dict[str, int] = {}  # robust redraws since the last log row
+    robust_seconds = 0.0  # and the time they took
     queue_ahead = jax.default_backend() != "cpu"
     try:
         for step in range(start_step + 1, end_step + 1):
@@ -324,6 +333,17 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
                 rng = np.random.default_rng([config.seed, step, jax.process_index()])
                 batch, passes = iterate_batch(batch, own_masks, rng, iterative, encode)
                 passes_sum += passes
+            if robust.enabled:  # after the iterative rounds: the step's last interactions
+                started = time.perf_counter()
+                rng = np.random.default_rng([config.seed, step, jax.process_index(), 40])
+                batch, counts = robust_batch(
+                    batch, rng, robust, attacker, state.variables, click_map
+                )
+                if encode is not None:
+                    batch = encode(batch)
+                robust_seconds += time.perf_counter() - started
+                for key, value in counts.items():
+                    robust_counts[key] = robust_counts.get(key, 0) + value
             batch = to_global(batch, mesh)
             if step == start_step + 1:
                 # Compile before the first call (jit reuses the executable) and hand the
@@ -356,6 +376,7 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
                 metrics = jax.device_get(metrics)
                 elapsed = time.perf_counter() - timer
                 rate = (step - timer_step) / max(elapsed, 1e-9)
+                window = max(step - timer_step, 1)
                 bar.set_postfix(loss=f"{metrics['loss']:.4f}")
                 writer.write(
                     step,
@@ -369,9 +390,18 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
                             if iterative.prob > 0
                             else {}
                         ),
+                        **(
+                            {
+                                **{f"robust/{k}": v / window for k, v in robust_counts.items()},
+                                # the share of the wall time spent drawing robust prompts
+                                "robust/time_share": robust_seconds / max(elapsed, 1e-9),
+                            }
+                            if robust.enabled
+                            else {}
+                        ),
                     },
                 )
-                passes_sum = 0
+                passes_sum, robust_counts, robust_seconds = 0, {}, 0.0
                 timer, timer_step = time.perf_counter(), step
                 release_freed_memory()  # after the step's compile and between evaluations
             checkpointing.save(manager, step, state, train_iter, force=step == end_step)
