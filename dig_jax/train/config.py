@@ -10,7 +10,16 @@ from typing import Any
 
 import ml_collections
 
-VARIANTS = ("paper", "offline", "demo", "tiny")
+VARIANTS = ("paper", "offline", "demo", "tiny", "gpu", "tpu")
+PAPER_SAMPLES = 15 * 30_000  # DIG's schedule: 15 epochs of 30 000 samples
+PAPER_BATCH, PAPER_LR = 32, 3e-4
+# The paper's recipe sized for accelerators: devices, global batch, working size, grain
+# workers. The learning rate scales linearly with the global batch from the paper's 3e-4 at 32
+# (warm-up scaled alike) and the steps keep the paper's sample budget (docs/scale.md).
+ACCELERATORS = {
+    "gpu": dict(devices=1, batch_size=32, image_size=512, workers=12),  # one H100/H200-class GPU
+    "tpu": dict(devices=8, batch_size=128, image_size=512, workers=16),  # a v4-8 / v5e-8 slice
+}
 
 # Backbone sizes: full HRNet-W18-small and reduced ones for CPU runs and tests.
 FULL_BACKBONE = dict(
@@ -52,6 +61,8 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     """
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    if variant in ACCELERATORS:
+        return for_accelerator(base_config("paper"), variant)
     c = ml_collections.ConfigDict()
     c.variant = variant
     c.seed = 0
@@ -159,6 +170,31 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     return c
 
 
+def for_accelerator(config: ml_collections.ConfigDict, kind: str) -> ml_collections.ConfigDict:
+    """The `paper` config sized for `kind` in ACCELERATORS ("gpu": one GPU; "tpu": an 8-chip
+    slice), in place: global batch, working size, linearly scaled learning rate and warm-up,
+    the paper's sample budget in steps, grain workers, evaluation and checkpoint intervals."""
+    if kind not in ACCELERATORS:
+        raise ValueError(f"kind must be one of {tuple(ACCELERATORS)}, got {kind!r}")
+    spec = ACCELERATORS[kind]
+    scale = spec["batch_size"] / PAPER_BATCH
+    config.variant = kind
+    config.batch_size = config.eval.batch_size = spec["batch_size"]
+    config.image_size = spec["image_size"]
+    config.total_steps = PAPER_SAMPLES // spec["batch_size"]
+    config.optim.lr = PAPER_LR * scale
+    config.optim.warmup_steps = max(int(500 / scale), 100)
+    config.data.worker_count = spec["workers"]
+    config.eval.every_steps = max(config.total_steps // 7, 1)
+    config.checkpoint.save_every = max(config.total_steps // 14, 1)
+    return config
+
+
+def size_variant(variant: str) -> str:
+    """The variant whose model sizes `variant` uses (accelerator variants: `paper`'s)."""
+    return "paper" if variant in ACCELERATORS else variant
+
+
 def with_lite_backbone(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     """Switch to EfficientNet-Lite0 with ImageNet features (except `tiny`, which starts from
     random weights to stay fast), a light FPN decoder and a stride-2 refinement, in place.
@@ -170,7 +206,8 @@ def with_lite_backbone(config: ml_collections.ConfigDict) -> ml_collections.Conf
     config.model.backbone = "efficientnet_lite0"
     config.model.pretrained = "" if config.variant == "tiny" else "imagenet"
     config.model.fine_head = True
-    config.model.head_width = {"paper": 96, "offline": 64, "demo": 32, "tiny": 8}[config.variant]
+    sizes = {"paper": 96, "offline": 64, "demo": 32, "tiny": 8}
+    config.model.head_width = sizes[size_variant(config.variant)]
     config.optim.backbone_lr_mult = 0.1
     if config.variant == "demo":  # `make train`: a few minutes from ImageNet features
         config.total_steps = 800
