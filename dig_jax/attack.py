@@ -5,8 +5,9 @@ python -m dig_jax.attack --checkpoint runs/dig/segmenter.digjax --datasets grabc
 
 Writes `<out>/breps.json` (metrics, per-instance IoUs and boxes, skipped items) and
 `<out>/breps.md` (IoU-Tight / Min / Max / Δ per dataset and model), and prints the table.
-Datasets are folders under `dig_jax.paths.data_root()` (or absolute paths); a name with no
-folder is an error. Files are replaced atomically, and only by a run that attacked at least
+Datasets are folders under `dig_jax.paths.data_root()` (or paths), or dataset specs as
+`evaluate` takes them (`feral_cats/valid[0:12]`, `coco_mval%val`); a name that is neither is
+an error. Files are replaced atomically, and only by a run that attacked at least
 one instance; a checkpoint with NaN weights, or NaN predictions, stops the run (exit 1).
 """
 
@@ -37,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--datasets",
         default="grabcut,berkeley",
-        help="comma-separated folder names under the data root, or paths",
+        help="comma-separated folder names under the data root, paths, or dataset specs as "
+        "evaluate takes them (coco_mval%%val, feral_cats/valid[0:12])",
     )
     add_out(parser, "attack")
     parser.add_argument("--steps", type=int, default=50)
@@ -82,10 +84,15 @@ def main(argv: list[str] | None = None) -> int:
         if not checkpoint.is_file():
             parser.error(f"--checkpoint {checkpoint} is not a file")
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
-    roots = [Path(d) if Path(d).is_dir() else data_root() / d for d in datasets]
-    missing = [d for d, root in zip(datasets, roots, strict=True) if not root.is_dir()]
-    if missing or not datasets:
-        parser.error(f"--datasets: no folder for {missing or args.datasets!r} under {data_root()}")
+    if not datasets:
+        parser.error(f"--datasets: no dataset named in {args.datasets!r}")
+    roots = []
+    for spec in datasets:  # a benchmark folder, else a source spec (as evaluate takes)
+        folder = Path(spec) if Path(spec).is_dir() else data_root() / spec
+        try:
+            roots.append(_records(folder if folder.is_dir() else spec))
+        except (ValueError, OSError) as error:
+            parser.error(f"--datasets: no folder {spec!r} under {data_root()} and {error}")
     if args.user_boxes is not None and not args.user_boxes.is_dir():
         parser.error(f"--user-boxes {args.user_boxes} is not a folder")
     try:
@@ -99,10 +106,22 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def run(args: argparse.Namespace, roots: list[Path]) -> int:
-    """Attack every checkpoint on every dataset folder in `roots`; write and print results."""
-    from dig_jax import load_segmenter
+def _records(root: Path | str) -> tuple[list, list[str], str]:
+    """(records, problems, label) of a benchmark folder or of a dataset source spec
+    (`dig_jax.evaluation.protocol.load_dataset`: coco_mval%val, feral_cats/valid[0:12], ...)."""
     from dig_jax.data.sources.benchmark_folder import scan_benchmark_folder
+    from dig_jax.evaluation.protocol import load_dataset
+
+    if isinstance(root, Path):
+        records, problems = scan_benchmark_folder(root, name=root.name)
+        return records, problems, root.name
+    return load_dataset(root), [], root
+
+
+def run(args: argparse.Namespace, roots: list[tuple[list, list[str], str]]) -> int:
+    """Attack every checkpoint on every dataset of `roots` ((records, problems, label) each);
+    write and print results."""
+    from dig_jax import load_segmenter
     from dig_jax.metrics.breps import breps_table
     from dig_jax.prompts.soft import box_encoder
     from dig_jax.robustness.breps.evaluate import attack_dataset
@@ -115,8 +134,7 @@ def run(args: argparse.Namespace, roots: list[Path]) -> int:
         predict = seg.predict_logits_fn()
         encoder = box_encoder(seg.input_kind, seg.config.model.get("context_encoding", "gesture"))
         name = checkpoint_name(checkpoint)
-        for root in roots:
-            records, problems = scan_benchmark_folder(root, name=root.name)
+        for records, problems, label in roots:
             out = attack_dataset(
                 predict,
                 encoder,
@@ -127,15 +145,15 @@ def run(args: argparse.Namespace, roots: list[Path]) -> int:
                 lam=args.lam,
                 lr_mult=args.lr_mult,
                 limit=args.limit,
-                desc=f"{name} {root.name}",
+                desc=f"{name} {label}",
                 progress=not args.no_progress,
             )
             out["skipped"] = problems + out["skipped"]
             if not out["metrics"]["n"]:
-                print(f"no instance attacked in {root} for {name}", file=sys.stderr)
+                print(f"no instance attacked in {label} for {name}", file=sys.stderr)
                 continue
-            results[f"{root.name}/{name}"] = {"checkpoint": str(checkpoint), **out}
-            rows[(root.name, name)] = out["metrics"]
+            results[f"{label}/{name}"] = {"checkpoint": str(checkpoint), **out}
+            rows[(label, name)] = out["metrics"]
         if args.user_boxes is not None:
             user = evaluate_user_boxes(
                 predict,

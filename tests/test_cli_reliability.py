@@ -66,7 +66,7 @@ def test_attack_on_a_missing_dataset_keeps_the_earlier_result(files, tmp_path, c
     with pytest.raises(SystemExit) as exit_info:
         attack.main([*argv, "--datasets", "nosuch"])
     assert exit_info.value.code == 2
-    assert "--datasets: no folder for ['nosuch']" in capsys.readouterr().err
+    assert "--datasets: no folder 'nosuch'" in capsys.readouterr().err
     assert contents(tmp_path, before) == before
 
 

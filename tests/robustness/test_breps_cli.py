@@ -56,6 +56,13 @@ def test_attack_cli_end_to_end(tmp_path, tiny_checkpoint):
     np.testing.assert_allclose(inst["tight"], [6, 4, 20, 16], atol=0.01)  # original pixels
     assert "| toyset | tiny | 3 |" in (out / "breps.md").read_text()
 
+    # a dataset spec (as evaluate takes it) instead of a folder: a held-out slice of a source
+    spec = "procedural:4:7[0:2]"
+    argv[argv.index(str(data))] = spec
+    assert main([*argv[:-1], "--limit", "2", "--no-progress"]) == 0
+    result = json.loads((out / "breps.json").read_text())["results"][f"{spec}/tiny"]
+    assert result["metrics"]["n"] == 2
+
 
 @pytest.mark.parametrize(
     ("flags", "message"),
