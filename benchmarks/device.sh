@@ -7,7 +7,8 @@
 # Needs: jax with a CUDA plugin, flax, optax, ml_collections, scikit-image, opencv and, for the
 # PyTorch column, torch with CUDA (the repo is put on PYTHONPATH; nothing is installed). Prints
 # the vs_torch table (images/s, JAX / best torch, compile s, device peak memory) for HRNet-18s
-# and the EfficientNet-Lite0 segmenter, then the attack cost of the shipped checkpoint.
+# and the EfficientNet-Lite0 segmenter, then the attack cost of the shipped checkpoint and the
+# end-to-end predict latency on photos up to 4000x3000 (benchmarks/predict_latency.py).
 # Writes every result to ${OUT:-results/device}/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,3 +29,5 @@ echo "== forward and train step, JAX vs PyTorch ($DEVICE)"
   --json "$DEST/vs_torch_$DEVICE.json" 2>&1 | tee "$DEST/vs_torch_$DEVICE.txt"
 echo "== BREPS attack ($DEVICE)"
 "$PYTHON" benchmarks/breps.py "${QUICK[@]}" 2>&1 | tee "$DEST/breps_$DEVICE.txt"
+echo "== predict end to end, photos of several sizes ($DEVICE)"
+"$PYTHON" benchmarks/predict_latency.py "${QUICK[@]}" 2>&1 | tee "$DEST/predict_$DEVICE.txt"
