@@ -5,14 +5,22 @@ from FILE, and `--config.KEY=VALUE` overrides any field, e.g. `--config.total_st
 --config.optim.lr=1e-3 --config.model.widths="(8, 16, 32, 64)"`; every field is then validated
 in one place (`validate_config`). Re-running with the same workdir resumes from its newest
 checkpoint.
+
+Several processes (one per host) train one model together: add `--coordinator HOST:PORT
+--num-processes N --process-id I` (or `--coordinator auto` where jax finds them: Slurm, Open MPI,
+Cloud TPU) and optionally `--heartbeat-timeout SECONDS`; every process gets the same config and
+workdir (`dig_jax.train.distributed`, docs/scale.md).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import ml_collections
 from absl import flags
@@ -97,22 +105,63 @@ def main(argv: list[str] | None = None) -> int:
     if any(a in ("-h", "--help", "--helpfull") for a in argv):
         print(__doc__)
         return 0
+    from dig_jax.train import distributed
+
     try:
+        launch, argv = distributed.parse_launch_flags(argv)
         config, workdir = parse_flags(argv)
     except ValueError as error:
         print(f"python -m dig_jax.train: error: {error}", file=sys.stderr)
         return 2
+    try:
+        distributed.initialize(launch)
+    except Exception as error:  # no coordinator reachable, a bad cluster environment
+        hint = ""
+        if isinstance(error, ValueError) and launch.coordinator in (None, distributed.AUTO):
+            hint = (
+                " (jax found no cluster it knows in the environment: give --coordinator "
+                "HOST:PORT --num-processes N --process-id I)"
+            )
+        print(
+            f"error: jax.distributed.initialize failed: {_one_line(error)}{hint}", file=sys.stderr
+        )
+        return 1
+    import jax
+
     from dig_jax.train.train import train
 
+    processes = jax.process_count()
     try:
         result = train(config, workdir)
     except (ValueError, FloatingPointError, OSError) as error:
         # Bad config, changed model vs. checkpoints, divergence, unwritable checkpoints, a
         # data source without one valid sample: one line, non-zero exit, nothing exported.
         print(f"error: {error}", file=sys.stderr)
+        if processes > 1:
+            _exit_now(1)
         return 1
+    except Exception as error:
+        if processes <= 1:
+            raise
+        traceback.print_exc()
+        print(
+            f"error: process {jax.process_index()} of {processes} stopped: {_one_line(error)}. "
+            f"If another process of this run died, start all {processes} again with the same "
+            "--workdir: training resumes from the newest checkpoint.",
+            file=sys.stderr,
+        )
+        _exit_now(1)
     print(f"done: step {result.step}, workdir {workdir}")
     return 0
+
+
+def _exit_now(code: int) -> NoReturn:
+    """Leave at once, skipping jax.distributed's shutdown barrier: after a failure the other
+    processes may be stuck in a collective with this one, and only its exit (closing the
+    connections) or the heartbeat timeout lets them stop instead of waiting out the barrier."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

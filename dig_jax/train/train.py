@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import os
 import shutil
 import time
 from pathlib import Path
@@ -38,7 +37,7 @@ from dig_jax.cpu import (
 from dig_jax.evaluation.scores import format_rice_table, score_batch, summarize_scores
 from dig_jax.models.interactive import build_segmenter, pretrained_variables
 from dig_jax.prompts.encode import batch_to_input, encode_context_clicks
-from dig_jax.train import checkpointing
+from dig_jax.train import checkpointing, distributed
 from dig_jax.train.config import validate_config
 from dig_jax.train.evals import LoopEvaluators
 from dig_jax.train.input_pipeline import make_eval_batches, make_train_iterator
@@ -47,23 +46,12 @@ from dig_jax.train.robust import Attacker, RobustConfig, click_map_function, rob
 from dig_jax.train.state import TrainState, make_optimizer, make_schedule, with_pretrained
 from dig_jax.train.step import init_state, train_step
 
-MULTIHOST_ENV = ("JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS", "MEGASCALE_COORDINATOR_ADDRESS")
-
 
 @dataclasses.dataclass
 class TrainResult:
     state: TrainState
     step: int
     eval_metrics: dict[str, float]
-
-
-def maybe_initialize_distributed() -> None:
-    """`jax.distributed.initialize()` when launched multi-host (coordinator/SLURM/MPI env vars)."""
-    env = os.environ
-    multi = any(k in env for k in MULTIHOST_ENV) or int(env.get("SLURM_NTASKS", "1")) > 1
-    multi = multi or int(env.get("OMPI_COMM_WORLD_SIZE", "1")) > 1
-    if multi and not jax.distributed.is_initialized():
-        jax.distributed.initialize()
 
 
 def make_mesh(num_devices: int = 0) -> Mesh:
@@ -177,7 +165,7 @@ def _shut_down(bar: Any, train_iter: Any, manager: Any, *, quiet: bool) -> None:
 def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -> TrainResult:
     """Train (or resume) per `config` in `workdir`; `stop_after_steps` ends this call early
     (with a checkpoint), as a preemption would. Returns the final state and last eval metrics."""
-    maybe_initialize_distributed()
+    distributed.initialize()  # several processes: from the environment (docs/scale.md)
     validate_config(config, num_devices=config.get("num_devices", 0) or jax.device_count())
     mesh = make_mesh(config.get("num_devices", 0))
     workdir = Path(workdir)
