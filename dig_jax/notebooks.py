@@ -13,6 +13,8 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from dig_jax.cli_args import add_out, print_written
 from dig_jax.outputs import check_out_dir, record_written
 
@@ -21,11 +23,54 @@ PAPER_ATTACK_STEPS = 50  # BREPS: Adam steps per attack
 QUICK_ATTACK_STEPS = 20
 
 
+def quick_mode() -> bool:
+    """True when `DIG_JAX_QUICK` is set to a non-empty value other than 0: a quick run (e.g. the
+    test suite's, on 2 CPU cores), where the notebooks take fewer photos, steps and clicks."""
+    return os.environ.get("DIG_JAX_QUICK", "") not in ("", "0")
+
+
 def notebook_attack_steps() -> int:
-    """Attack steps of notebook 05: the paper's 50, or 20 when `DIG_JAX_QUICK` is set to a
-    non-empty value other than 0 (a quick run, e.g. the test suite's on 2 CPU cores)."""
-    quick = os.environ.get("DIG_JAX_QUICK", "")
-    return QUICK_ATTACK_STEPS if quick not in ("", "0") else PAPER_ATTACK_STEPS
+    """Attack steps of notebooks 05 and 06: the paper's 50, or 20 in `quick_mode()`."""
+    return QUICK_ATTACK_STEPS if quick_mode() else PAPER_ATTACK_STEPS
+
+
+def synthetic_scene(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A 150 x 200 photo uint8[H, W, 3] of a noisy ellipse on noise and its mask uint8[H, W]:
+    the stand-in for real photos where the data root has none."""
+    rng = np.random.default_rng(seed)
+    h, w = 150, 200
+    yy, xx = np.mgrid[:h, :w]
+    cy, cx, ry, rx = (
+        rng.uniform(60, 90),
+        rng.uniform(80, 120),
+        rng.uniform(25, 45),
+        rng.uniform(30, 60),
+    )
+    gt = (((yy - cy) / ry) ** 2 + ((xx - cx) / rx) ** 2 <= 1).astype(np.uint8)
+    image = rng.normal(90, 25, (h, w, 3)) + gt[..., None] * np.array([90, 40, -30])
+    return np.clip(image, 0, 255).astype(np.uint8), gt
+
+
+def first_instances(
+    n: int, max_side: int | None = None
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], str]:
+    """(photo, GT with void = 255) of the first object of each of the first `n` GrabCut photos
+    when `dig_jax.paths.data_root()` holds them (shrunk to a long side of `max_side` when
+    given), else `n` synthetic scenes; and the source's name ("grabcut" or "synthetic")."""
+    from dig_jax.paths import data_root, has_data
+
+    if not has_data("grabcut"):
+        return [synthetic_scene(s) for s in range(n)], "synthetic"
+    from dig_jax.data.sources.benchmark_folder import benchmark_folder
+    from dig_jax.evaluation.protocol import load_record
+
+    samples = []
+    for rec in benchmark_folder(data_root() / "grabcut")[:n]:
+        loaded = load_record(rec, max_side)
+        gt = loaded.instances[0].copy()
+        gt[loaded.void > 0] = 255
+        samples.append((loaded.image, gt))
+    return samples, "grabcut"
 
 
 def run_notebook(path: Path, timeout: int = 900, output_dir: Path | None = None) -> Path:

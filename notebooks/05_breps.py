@@ -42,8 +42,8 @@ from matplotlib.patches import Rectangle
 from dig_jax.gestures import GestureKind, simulate_creation
 from dig_jax.metrics import box_iou, ciou_loss
 from dig_jax.metrics.breps import breps_metrics, breps_table
-from dig_jax.notebooks import PAPER_ATTACK_STEPS, notebook_attack_steps
-from dig_jax.paths import data_root, has_data, shipped_checkpoint
+from dig_jax.notebooks import PAPER_ATTACK_STEPS, first_instances, notebook_attack_steps
+from dig_jax.paths import data_root, shipped_checkpoint
 from dig_jax.robustness.breps import attack_lr, breps_attack_batch, realism_logpdf, soft_box_fill
 from dig_jax.robustness.breps.heatmap import box_heatmap, boxes_iou, plot_heatmap
 from dig_jax.robustness.breps.mala import (
@@ -109,34 +109,9 @@ else:
         return colour_logits(rgb, soft, 1.0 - near) + 4.0 * (near - 0.5)
 
 
-def synthetic_scene(seed):
-    rng = np.random.default_rng(seed)
-    h, w = 150, 200
-    yy, xx = np.mgrid[:h, :w]
-    cy, cx, ry, rx = (
-        rng.uniform(60, 90),
-        rng.uniform(80, 120),
-        rng.uniform(25, 45),
-        rng.uniform(30, 60),
-    )
-    gt = (((yy - cy) / ry) ** 2 + ((xx - cx) / rx) ** 2 <= 1).astype(np.uint8)
-    image = rng.normal(90, 25, (h, w, 3)) + gt[..., None] * np.array([90, 40, -30])
-    return np.clip(image, 0, 255).astype(np.uint8), gt
-
-
-if has_data("grabcut"):
-    from dig_jax.data.sources.benchmark_folder import benchmark_folder
-
-    samples = []
-    for rec in benchmark_folder(data_root() / "grabcut")[:N_INSTANCES]:
-        loaded = rec.load()
-        gt = loaded.instances[0].copy()
-        gt[loaded.void > 0] = 255
-        samples.append((loaded.image, gt))
-    print(f"GrabCut: first {len(samples)} photos")
-else:
-    print(f"no GrabCut photos under {data_root()}: synthetic scenes instead")
-    samples = [synthetic_scene(s) for s in range(N_INSTANCES)]
+samples, source = first_instances(N_INSTANCES)
+print(f"GrabCut: first {len(samples)} photos" if source == "grabcut" else
+      f"no GrabCut photos under {data_root()}: synthetic scenes instead")  # fmt: skip
 boxed = [zoom_instance(image, gt, SIZE) for image, gt in samples]
 images = np.stack([b.image for b in boxed])
 gts = np.stack([b.gt for b in boxed])
@@ -209,7 +184,7 @@ for i, ax in enumerate(np.atleast_1d(axes)):
 plt.show()
 
 metrics = breps_metrics(worst.iou_tight, worst.iou, best.iou)
-print(breps_table({("grabcut" if has_data("grabcut") else "synthetic", "this model"): metrics}))
+print(breps_table({(source, "this model"): metrics}))
 
 # %% [markdown]
 # ## How plausible are the attack boxes?

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import jax
+import numpy as np
 import pytest
 
 from dig_jax.notebooks import NOTEBOOK_DIR, run_notebook
@@ -23,7 +24,9 @@ NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("[0-9]*.py"))
 def test_notebook_runs(path: Path, tmp_path: Path, tiny_checkpoint: Path, monkeypatch):
     monkeypatch.setenv("DIG_JAX_CHECKPOINT", str(tiny_checkpoint))  # the kernel inherits it
     monkeypatch.setenv("DIG_JAX_FIGURES", str(tmp_path / "figures"))  # not into the checkout
-    monkeypatch.setenv("DIG_JAX_QUICK", "1")  # notebook 05: 20 attack steps, not the paper's 50
+    for name in ("DIG_JAX_BEFORE", "DIG_JAX_AFTER"):  # notebook 06: the tiny one for both
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DIG_JAX_QUICK", "1")  # 05, 06: 20 attack steps, not the paper's 50
     # The kernel shares the suite's persistent compile cache: a warm run skips its compiles.
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", jax.config.jax_compilation_cache_dir)
     monkeypatch.setenv(
@@ -35,14 +38,26 @@ def test_notebook_runs(path: Path, tmp_path: Path, tiny_checkpoint: Path, monkey
 
 
 def test_attack_steps_are_the_papers_unless_quick(monkeypatch):
-    from dig_jax.notebooks import notebook_attack_steps
+    from dig_jax.notebooks import notebook_attack_steps, quick_mode
 
     monkeypatch.delenv("DIG_JAX_QUICK", raising=False)
-    assert notebook_attack_steps() == 50
+    assert notebook_attack_steps() == 50 and not quick_mode()
     monkeypatch.setenv("DIG_JAX_QUICK", "0")
-    assert notebook_attack_steps() == 50
+    assert notebook_attack_steps() == 50 and not quick_mode()
     monkeypatch.setenv("DIG_JAX_QUICK", "1")
-    assert notebook_attack_steps() == 20
+    assert notebook_attack_steps() == 20 and quick_mode()
+
+
+def test_first_instances_fall_back_to_synthetic_scenes(tmp_path, monkeypatch):
+    from dig_jax.notebooks import first_instances
+
+    monkeypatch.setenv("DIG_JAX_DATA", str(tmp_path / "none"))
+    samples, source = first_instances(2, max_side=100)
+    assert source == "synthetic" and len(samples) == 2
+    for image, gt in samples:
+        assert image.dtype == np.uint8 and image.shape == (*gt.shape, 3) and (gt == 1).any()
+    again, _ = first_instances(2)
+    assert all((a[0] == b[0]).all() for a, b in zip(samples, again, strict=True))
 
 
 def test_an_unknown_notebook_name_is_an_error(tmp_path, capsys):
