@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from dig_jax.data.pipeline import resolve_source
 from dig_jax.data.priors import PriorUnreachableError, find_corrections, synthesize_prior
-from dig_jax.data.regions import creation_targets, disjoint_regions, extract_regions
+from dig_jax.data.regions import creation_targets, record_regions
 from dig_jax.data.samples import creation_sample, join_region, refinement_sample
 from dig_jax.data.sources.benchmark_folder import scan_benchmark_folder
 from dig_jax.data.sources.coco_json import scan_coco_json
@@ -83,12 +83,13 @@ def build_record(
     multi: bool = True,
 ) -> None:
     """Append every sample of one loaded record to `writer`, counting them in `stats`."""
-    regions = extract_regions(loaded.instances, loaded.instance_ids, void=loaded.void)
+    regions = record_regions(loaded.instances, loaded.instance_ids, void=loaded.void)
     stats["regions"] += len(regions)
     writer.set_void(loaded.void)
-    stats["parts"] += sum(r.num_parts for r in regions if r.num_parts > 1)
+    stats["parts"] += sum(e.region.num_parts for e in regions if e.region.num_parts > 1)
     image, void, image_id = loaded.image, loaded.void, loaded.image_id
-    for region in regions:
+    for entry in regions:
+        region = entry.region
         prior = corrections = None
         if refinement:
             try:
@@ -97,7 +98,7 @@ def build_record(
             except (PriorUnreachableError, ValueError):  # ValueError: e.g. void where it matters
                 stats["prior unreachable"] += 1
         writer.set_object(region.instance_id, region.mask, prior if corrections else None)
-        others = disjoint_regions([r for r in regions if r is not region], region.mask)
+        others = entry.disjoint
         for part in creation_targets(region):  # the whole of an occluded region, each part
             for kind in kinds:
                 s = creation_sample(image, region, part, kind, rng, void=void, image_id=image_id)

@@ -4,8 +4,8 @@
     it = iter(ds); batch = next(it); state = it.get_state()  # checkpointable position
 
 Order of operations per element (a `Record`, or a static `DigEntry` / `TfdsEntry`):
-1. load the image and masks at the photo's own size, shrunk (keeping the aspect ratio) when
-   its long side exceeds `max_side` (image cv2.INTER_AREA, masks and void nearest);
+1. load the image and masks at the photo's own size, shrunk when its long side exceeds
+   `max_side` (the resize policy, `dig_jax.data.resize`);
 2. draw a sample *at that size* — regions/parts (>= 300 px), with probability `prior_prob` a
    refinement of a synthetic prior, gesture simulated and rasterised with the 5 px brush on the
    photo, as a person would draw it; static DIG entries are used as built;
@@ -35,10 +35,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import cv2
 import grain
 import numpy as np
 
+from dig_jax.data.resize import resize_image, resize_labels
 from dig_jax.data.samples import ALL_KINDS, Sample, distance_uint8, random_sample
 from dig_jax.data.sources.benchmark_folder import benchmark_folder
 from dig_jax.data.sources.bsds_regions import bsds_regions
@@ -47,10 +47,10 @@ from dig_jax.data.sources.clothing_parsing import clothing_co_parsing
 from dig_jax.data.sources.coco_json import scan_coco_json
 from dig_jax.data.sources.dig_json import DigEntry, scan_dig_json
 from dig_jax.data.sources.procedural import procedural
-from dig_jax.data.sources.record import Record, resize_loaded
+from dig_jax.data.sources.record import Record, shrink_loaded
 from dig_jax.data.sources.yolo_polygons import yolo_polygons
 from dig_jax.paths import dataset_dir
-from dig_jax.prompts import fit_within, zoom_sample
+from dig_jax.prompts import zoom_sample
 
 log = logging.getLogger(__name__)
 _bad_items = [0]
@@ -261,15 +261,16 @@ def _procedural_args(spec: str, rest: str) -> tuple[int, int]:
 
 
 def resize_sample(sample: Sample, size: tuple[int, int]) -> Sample:
-    """Resize a sample: image bilinear, masks and gesture nearest, distance recomputed."""
+    """A sample resized to `size` = (H, W) by the resize policy (`dig_jax.data.resize`): image
+    `resize_image`, gesture and masks (void included) `resize_labels`, distance recomputed."""
     h, w = size
     if sample["image"].shape[:2] == (h, w):
         return sample
     out = dict(sample)
-    out["image"] = cv2.resize(sample["image"], (w, h), interpolation=cv2.INTER_LINEAR)
-    for key in ("gesture", "prev_mask", "target", "region", "local"):
+    out["image"] = resize_image(sample["image"], (h, w))
+    for key in ("gesture", "prev_mask", "target", "region", "local", "void"):
         if key in sample:
-            out[key] = cv2.resize(sample[key], (w, h), interpolation=cv2.INTER_NEAREST)
+            out[key] = resize_labels(sample[key], (h, w))
     out["distance"] = distance_uint8(out["gesture"])
     return out
 
@@ -312,9 +313,7 @@ class SampleTransform:
                     element = element.multi_variant()
                 sample = element.load()
             else:
-                loaded = element.load()
-                if self.max_side is not None and max(loaded.shape) > self.max_side:
-                    loaded = resize_loaded(loaded, fit_within(loaded.shape, self.max_side))
+                loaded = shrink_loaded(element.load(), self.max_side)
                 sample = random_sample(
                     loaded, rng, prior_prob=self.prior_prob,
                     multi_region_prob=self.multi_region_prob, kinds=self.kinds,

@@ -1,5 +1,9 @@
 """Regions (whole objects), their parts (connected components) and creation targets.
 
+`record_regions` is the one loop over a record's instances that training samples, evaluation
+sets and the static build share: each region with the record's other regions and, on demand,
+those disjoint from it (the multi-region candidates).
+
 A region is one instance mask. When occlusion splits it into several 8-connected components,
 each component of at least `MIN_AREA` px is a *part* and a gesture targets one part at a time;
 the other components of the region are void (255) in that training target, while the global
@@ -194,3 +198,39 @@ def disjoint_regions(regions: list[Region], mask: np.ndarray) -> list[Region]:
     """Regions sharing no pixel with `mask` (candidates for a multi-region sample)."""
     occupied = np.asarray(mask) > 0
     return [r for r in regions if not np.any((r.mask > 0) & occupied)]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RecordRegion:
+    """One region of a record among the others: `index` its position in the record's regions,
+    `others` the record's other regions in that order; `disjoint` (computed on first use) the
+    others sharing no pixel with it."""
+
+    index: int
+    region: Region
+    others: tuple[Region, ...]
+
+    @functools.cached_property
+    def disjoint(self) -> list[Region]:
+        return disjoint_regions(list(self.others), self.region.mask)
+
+
+def record_regions(
+    instances: np.ndarray,
+    instance_ids: tuple[int, ...] | None = None,
+    *,
+    void: np.ndarray | None = None,
+    min_area: int = MIN_AREA,
+) -> list[RecordRegion]:
+    """Every region of one record, in instance order, each with the others (`RecordRegion`).
+
+    `instances` uint8/bool[K, H, W], `instance_ids` one per instance (default 1..K), `void`
+    {0,1}/bool[H, W] or None. Area filter and parts as `extract_regions`: an instance is kept
+    when it has >= `min_area` px (non-void px when `void` is given) and a part that large;
+    its parts (`Region.parts` uint8[P, H, W]) are in raster order of their first pixel.
+    """
+    regions = extract_regions(instances, instance_ids, min_area, void=void)
+    return [
+        RecordRegion(i, region, tuple(o for o in regions if o is not region))
+        for i, region in enumerate(regions)
+    ]

@@ -24,7 +24,7 @@ from dig_jax.data.priors import (
     refinement_targets,
     synthesize_prior,
 )
-from dig_jax.data.regions import VOID, Region, creation_target, disjoint_regions, extract_regions
+from dig_jax.data.regions import VOID, Region, creation_target, record_regions
 from dig_jax.gestures import distance_uint8, rasterize, simulate_creation, simulate_refinement
 from dig_jax.gestures.types import Context, Gesture, GestureKind
 
@@ -188,10 +188,11 @@ def random_sample(
     joins the previous mask and the GT. `with_distance=False`: no "distance" key (see
     `make_sample`).
     """
-    regions = extract_regions(loaded.instances, loaded.instance_ids, void=loaded.void)
+    regions = record_regions(loaded.instances, loaded.instance_ids, void=loaded.void)
     if not regions:
         return None
-    region = regions[int(rng.integers(len(regions)))]
+    entry = regions[int(rng.integers(len(regions)))]
+    region = entry.region
     kind = int(kinds[int(rng.integers(len(kinds)))])
     image_id = f"{loaded.source}/{loaded.image_id}"
     sample = None
@@ -214,8 +215,7 @@ def random_sample(
             with_distance=with_distance,
         )  # fmt: skip
     if not sample["has_prev"] and rng.random() < multi_region_prob:  # creation samples only
-        others = [r for r in regions if r is not region]
-        others = disjoint_regions(others, (sample["region"] | sample["prev_mask"]) > 0)
+        others = entry.disjoint  # a creation sample's prev_mask is empty, its region the mask
         if others:
             sample = join_region(sample, others[int(rng.integers(len(others)))].mask)
     return sample

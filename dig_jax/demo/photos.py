@@ -21,6 +21,7 @@ import cv2
 import numpy as np
 
 from dig_jax import gestures
+from dig_jax.data.resize import shrink_image
 
 MAX_SIDE = 1024  # px: longer photos are downscaled to this long side on upload
 MAX_PIXELS = 100_000_000  # uploads above this many pixels are refused before decoding
@@ -61,13 +62,9 @@ def make_photo(image: np.ndarray, name: str, note: str = "") -> Photo:
 
 
 def downscale(image: np.ndarray, max_side: int = MAX_SIDE) -> np.ndarray:
-    """uint8[H, W, C] resized (area averaging) so that its long side is at most `max_side`."""
-    h, w = image.shape[:2]
-    if max(h, w) <= max_side:
-        return image
-    scale = max_side / max(h, w)
-    size = (max(1, round(w * scale)), max(1, round(h * scale)))
-    return cv2.resize(image, size, interpolation=cv2.INTER_AREA)
+    """uint8[H, W, C] shrunk so that its long side is at most `max_side` (the resize policy,
+    `dig_jax.data.resize.shrink_image`)."""
+    return shrink_image(image, max_side)
 
 
 def decode_photo(

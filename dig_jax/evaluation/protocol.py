@@ -28,13 +28,13 @@ from dig_jax.data.priors import PriorUnreachableError, find_corrections, synthes
 from dig_jax.data.regions import (
     MIN_AREA,
     VOID,
+    RecordRegion,
     Region,
     creation_targets,
-    disjoint_regions,
-    extract_regions,
+    record_regions,
 )
 from dig_jax.data.samples import Sample, creation_sample, join_region, refinement_sample
-from dig_jax.data.sources.record import LoadedRecord, resize_loaded
+from dig_jax.data.sources.record import LoadedRecord, shrink_loaded
 from dig_jax.gestures.types import GestureKind
 
 log = logging.getLogger(__name__)
@@ -99,31 +99,30 @@ def _sample_record(sample: Sample) -> LoadedRecord:
 
 
 def load_record(record: Any, max_side: int | None = None) -> Any:
-    """`record.load()`, shrunk (aspect kept) when its long side exceeds `max_side`; prebuilt
-    samples (DIG JSON, TFDS entries) come back as their sample dict, unchanged."""
-    from dig_jax.prompts import fit_within
-
+    """`record.load()`, shrunk (aspect kept) when its long side exceeds `max_side`
+    (`shrink_loaded`); prebuilt samples (DIG JSON, TFDS entries) come back as their sample
+    dict, unchanged."""
     loaded = record.load()
-    if isinstance(loaded, dict):
-        return loaded
-    if max_side is not None and max(loaded.shape) > max_side:
-        loaded = resize_loaded(loaded, fit_within(loaded.shape, max_side))
-    return loaded
+    return loaded if isinstance(loaded, dict) else shrink_loaded(loaded, max_side)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Instance:
     """One region of one photo, at the photo's own resolution: what every protocol iterates.
 
-    `index` = (record index, region index) seeds every draw made for this instance; `others`
-    are the photo's other regions (for multi-region samples).
+    `index` = (record index, region index) seeds every draw made for this instance; `entry`
+    is the region among the photo's others (`record_regions`: the disjoint ones make
+    multi-region samples).
     """
 
     name: str
     index: tuple[int, int]
     loaded: Any  # LoadedRecord
-    region: Region
-    others: tuple[Region, ...]
+    entry: RecordRegion
+
+    @property
+    def region(self) -> Region:
+        return self.entry.region
 
     @property
     def image_id(self) -> str:
@@ -131,7 +130,7 @@ class Instance:
 
     @property
     def largest_part(self) -> int:
-        return int(np.argmax(self.region.parts.reshape(self.region.num_parts, -1).sum(1)))
+        return creation_targets(self.region, "largest")[0]
 
     @property
     def gt(self) -> np.ndarray:
@@ -149,13 +148,11 @@ def _loaded(records: Sequence[Any], max_side: int | None, skipped: SkipLog) -> I
 
 
 def _record_instances(index: int, loaded: Any, min_area: int) -> Iterator[Instance]:
-    regions = extract_regions(loaded.instances, loaded.instance_ids, min_area)
-    for r, region in enumerate(regions):
-        others = tuple(o for o in regions if o is not region)
-        yield Instance(
-            f"{loaded.source}/{loaded.image_id}#{region.instance_id}", (index, r), loaded,
-            region, others,
-        )  # fmt: skip
+    # void=None: the area filter counts void pixels too (training and the build count
+    # non-void pixels only); kept so that evaluation sets stay as they were.
+    for entry in record_regions(loaded.instances, loaded.instance_ids, min_area=min_area):
+        name = f"{loaded.source}/{loaded.image_id}#{entry.region.instance_id}"
+        yield Instance(name, (index, entry.index), loaded, entry)
 
 
 def iter_instances(
@@ -268,7 +265,7 @@ def _refinement_start(instance: Instance, key: tuple, skipped: SkipLog):
 
 def _other_region(instance: Instance, skipped: SkipLog) -> Region | None:
     """The largest other region sharing no pixel with the instance's region, or None."""
-    others = disjoint_regions(list(instance.others), instance.region.mask)
+    others = instance.entry.disjoint
     if not others:
         skipped.add(instance.name, "no disjoint other region for a multi-region sample")
         return None

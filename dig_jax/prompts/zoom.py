@@ -406,10 +406,3 @@ def zoom_sample(
             if isinstance(value, np.ndarray) and value.shape[:2] == (size, size):
                 out[key] = cv2.flip(value, 1)  # left-right, same bytes as value[:, ::-1]
     return out
-
-
-def fit_within(shape: tuple[int, int], max_side: int) -> tuple[int, int]:
-    """(H, W) scaled so the long side is `max_side` (aspect ratio kept, at least 1 px)."""
-    h, w = shape
-    scale = max_side / max(h, w)
-    return max(1, round(h * scale)), max(1, round(w * scale))

@@ -111,11 +111,12 @@ def test_resize_sample_keeps_void_and_recomputes_distance():
         "gesture": np.zeros((40, 40), np.uint8), "distance": np.zeros((40, 40), np.uint8),
         "prev_mask": np.zeros((40, 40), np.uint8),
         "target": rng.choice(np.array([0, 1, 255], np.uint8), (40, 40)),
-        "region": np.zeros((40, 40), np.uint8),
+        "region": np.zeros((40, 40), np.uint8), "void": np.ones((40, 40), np.uint8),
     }  # fmt: skip
     s["gesture"][20, 20] = 1
     out = resize_sample(s, (20, 20))
     assert set(np.unique(out["target"])) <= {0, 1, 255} and out["image"].shape == (20, 20, 3)
+    assert out["void"].shape == (20, 20) and out["void"].all()
     assert out["distance"][out["gesture"] > 0].max() == 0 and out["distance"].max() > 5
 
 

@@ -14,6 +14,7 @@ from dig_jax.data.regions import (
     creation_target,
     disjoint_regions,
     extract_regions,
+    record_regions,
 )
 
 
@@ -68,13 +69,19 @@ def test_creation_target_voids_other_components_and_dataset_void():
         creation_target(region, 2)
 
 
-def test_disjoint_regions():
+def _three_boxes() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """a overlaps b, b overlaps c, a and c are disjoint (32x32 masks)."""
     a = np.zeros((32, 32), np.uint8)
     a[:20, :20] = 1
     b = np.zeros((32, 32), np.uint8)
     b[10:30, 10:30] = 1
     c = np.zeros((32, 32), np.uint8)
     c[22:, :20] = 1
+    return a, b, c
+
+
+def test_disjoint_regions():
+    a, b, c = _three_boxes()
     regions = extract_regions(np.stack([a, b, c]), min_area=100)
     assert [r.instance_id for r in disjoint_regions(regions, a)] == [3]
 
@@ -139,3 +146,17 @@ def test_components_match_scikit_image_labels_in_order(seed, h, w, density, min_
     assert got.dtype == np.uint8 and len(got) == len(expected)
     for part, want in zip(got, expected, strict=True):
         np.testing.assert_array_equal(part, want)
+
+
+def test_record_regions_give_each_region_its_others_and_disjoint_ones_in_order():
+    a, b, c = _three_boxes()
+    tiny = np.zeros((32, 32), np.uint8)
+    tiny[0, 31] = 1  # under min_area: dropped, neither a region nor an other
+    entries = record_regions(np.stack([a, tiny, b, c]), (5, 6, 7, 8), min_area=100)
+    assert [(e.index, e.region.instance_id) for e in entries] == [(0, 5), (1, 7), (2, 8)]
+    assert [[o.instance_id for o in e.others] for e in entries] == [[7, 8], [5, 8], [5, 7]]
+    assert [[o.instance_id for o in e.disjoint] for e in entries] == [[8], [], [5]]
+    void = np.zeros((32, 32), np.uint8)
+    void[:, :20] = 1  # a and c are all void: only non-void pixels count when void is given
+    assert [e.region.instance_id for e in record_regions(np.stack([a, b, c]), void=void,
+                                                        min_area=100)] == [2]  # fmt: skip

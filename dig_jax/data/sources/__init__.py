@@ -11,7 +11,13 @@ from dig_jax.data.sources.dig_json import (
     write_dig_json,
 )
 from dig_jax.data.sources.procedural import procedural
-from dig_jax.data.sources.record import LoadedRecord, Record, read_image, resize_loaded
+from dig_jax.data.sources.record import (
+    LoadedRecord,
+    Record,
+    read_image,
+    resize_loaded,
+    shrink_loaded,
+)
 
 __all__ = [
     "DigEntry",
@@ -28,5 +34,6 @@ __all__ = [
     "scan_benchmark_folder",
     "scan_coco_json",
     "scan_dig_json",
+    "shrink_loaded",
     "write_dig_json",
 ]

@@ -16,6 +16,8 @@ from typing import Any
 import cv2
 import numpy as np
 
+from dig_jax.data.resize import resize_image, resize_labels, shrunk_shape
+
 ImageRef = str | Path | np.ndarray | Callable[[], np.ndarray]
 # A mask loader returns (instances uint8[K,H,W] in {0,1}, void uint8[H,W] in {0,1}), or
 # (instances, void, instance_ids) when the ids are known only after loading.
@@ -186,18 +188,22 @@ class Record:
 
 
 def resize_loaded(loaded: LoadedRecord, size: tuple[int, int]) -> LoadedRecord:
-    """Resize to `size` = (H, W): image bilinear (cv2.INTER_LINEAR; cv2.INTER_AREA when both
-    sides shrink), masks and void nearest."""
+    """Resize to `size` = (H, W) by the resize policy (`dig_jax.data.resize`): image
+    `resize_image`, masks and void `resize_labels`; `loaded` itself at its own size."""
     h, w = size
     if loaded.shape == (h, w):
         return loaded
-    shrink = h <= loaded.shape[0] and w <= loaded.shape[1]
-    interpolation = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
-    image = cv2.resize(loaded.image, (w, h), interpolation=interpolation)
+    image = resize_image(loaded.image, (h, w))
     instances = (
-        np.stack([cv2.resize(m, (w, h), interpolation=cv2.INTER_NEAREST) for m in loaded.instances])
+        np.stack([resize_labels(m, (h, w)) for m in loaded.instances])
         if len(loaded.instances)
         else np.zeros((0, h, w), np.uint8)
     )
-    void = cv2.resize(loaded.void, (w, h), interpolation=cv2.INTER_NEAREST)
+    void = resize_labels(loaded.void, (h, w))
     return dataclasses.replace(loaded, image=image, instances=instances, void=void)
+
+
+def shrink_loaded(loaded: LoadedRecord, max_side: int | None) -> LoadedRecord:
+    """`loaded` shrunk (aspect kept) when its long side exceeds `max_side` (`shrunk_shape`),
+    else itself: how training and evaluation size every photo."""
+    return resize_loaded(loaded, shrunk_shape(loaded.shape, max_side))
