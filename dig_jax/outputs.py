@@ -14,6 +14,19 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
+
+
+def save_figure(fig: Any, path: str | Path, dpi: int = 100) -> Path:
+    """Lay out a matplotlib figure, write it to `path` (parents created) and close it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:

@@ -17,6 +17,7 @@ from dig_jax.evaluation.predictors import Predictor
 from dig_jax.evaluation.scores import ground_truths
 from dig_jax.gestures.types import GestureKind
 from dig_jax.metrics import iou
+from dig_jax.outputs import save_figure
 
 
 def gallery_samples(samples: Sequence[dict[str, Any]], photos: int) -> list[list[dict]]:
@@ -70,9 +71,4 @@ def save_prediction_gallery(
             score = float(iou(masks[kind], gt))
             ax.imshow(_overlay(sample["image"], masks[kind], sample["gesture"]))
             ax.set_title(f"{name}: {GestureKind(kind).name.lower()} {score:.2f}", fontsize=7)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=90)

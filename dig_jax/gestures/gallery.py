@@ -18,6 +18,7 @@ from skimage import io, measure
 from dig_jax.gestures.raster import rasterize
 from dig_jax.gestures.simulate import simulate_creation, simulate_refinement
 from dig_jax.gestures.types import Context, GestureKind
+from dig_jax.outputs import save_figure
 from dig_jax.paths import data_root as default_data_root
 
 GALLERY_STEMS = ("124080", "189080", "209070", "227092", "21077")  # GrabCut photos
@@ -105,9 +106,4 @@ def save_gallery(
             gesture = simulate_refinement(kind, error, context, rng)
             title = f"{context.name}: {kind.name}"
             _show(axes[row, col], image, gesture, mask.shape, prev=prev, error=error, title=title)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=80)

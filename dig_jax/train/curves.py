@@ -16,7 +16,7 @@ import numpy as np
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from dig_jax.outputs import check_out_dir, record_written
+from dig_jax.outputs import check_out_dir, record_written, save_figure
 
 EVAL_SCORES = ("eval/rice_local/all/create", "eval/rice_local/all/refine")
 
@@ -71,12 +71,7 @@ def plot_curves(metrics_path: str | Path, out_path: str | Path, title: str = "")
     if axes[2].lines:
         axes[2].legend()
     fig.suptitle(title or str(Path(metrics_path).parent.name))
-    fig.tight_layout()
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_path, dpi=110)
-    plt.close(fig)
-    return out_path
+    return save_figure(fig, out_path, dpi=110)
 
 
 def main(argv: list[str] | None = None) -> int:
