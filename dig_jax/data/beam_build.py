@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import tensorflow_datasets as tfds
+from etils import epath
 
 from dig_jax.data.build import build_one, format_summary, parse_kinds
 from dig_jax.data.sources.coco_json import scan_coco_json
@@ -127,8 +128,6 @@ def record_examples(element: tuple[int, str], config: CocoBuild) -> Iterator[Any
 
 
 def _write_index(summaries: list, path: str) -> None:
-    from etils import epath  # TFDS's path library: local folders and cloud buckets alike
-
     epath.Path(path).write_text(json.dumps(sorted(summaries, key=lambda s: s[0])))
 
 
@@ -210,12 +209,12 @@ def beam_build(
         raise ValueError(f"--coco-json: not found: {config.coco_json}")
     if not Path(config.images).is_dir():
         raise ValueError(f"--images: not a folder: {config.images}")
-    out = Path(out)
-    if out.exists() and not out.is_dir():
+    out = str(out)  # a bucket URL stays one (pathlib would fold its "//")
+    if "://" not in out and Path(out).exists() and not Path(out).is_dir():
         raise ValueError(f"--out {out} is a file, not a folder")
     beam = _beam()
-    builder = DigSamplesBeam(config=config, data_dir=str(out))
-    if Path(builder.data_dir).exists():
+    builder = DigSamplesBeam(config=config, data_dir=out)
+    if epath.Path(builder.data_dir).exists():
         raise ValueError(f"--out {out} already holds {builder.data_dir}; remove it or choose "
                          "another --out")  # fmt: skip
     options = beam.options.pipeline_options.PipelineOptions(beam_args or [])
