@@ -4,6 +4,7 @@ dig-jax train --config experiments/hrnet_dataaug.py:demo --workdir workdirs/demo
 dig-jax evaluate --checkpoint FILE.digjax --datasets grabcut,berkeley
 dig-jax attack --checkpoint FILE.digjax --datasets grabcut,berkeley
 dig-jax build --source grabcut --out build/dig
+dig-jax beam-build --coco-json instances.json --images DIR --out build/tfds  # Apache Beam
 dig-jax demo --port 8000
 dig-jax predict --image photo.jpg --points "120,80" --out mask.png
 dig-jax export workdirs/run --out run.digjax     # any saved step of a training workdir
@@ -25,6 +26,7 @@ COMMANDS = {
     "attack": "dig_jax.attack",
     "rclicks": "dig_jax.rclicks",
     "build": "dig_jax.data.build",
+    "beam-build": "dig_jax.data.beam_build",
     "notebooks": "dig_jax.notebooks",
     "demo": "dig_jax.demo.__main__",
     "predict": "dig_jax.predict",

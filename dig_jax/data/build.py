@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import json
 import re
 import shutil
@@ -126,6 +127,45 @@ def build_record(
                 stats[KIND_NAMES[kind]] += 1
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class BuiltRecord:
+    """One record's build: the (possibly resized) record, its DIG JSON row and its counters."""
+
+    loaded: LoadedRecord
+    resized: bool
+    writer: DigRowWriter
+    counts: collections.Counter
+
+
+def build_one(
+    record: Record, index: int, *, source_index: int, seed: int, image_size: int | None,
+    kinds: tuple[int, ...], refinement: bool = True, multi: bool = True,
+) -> BuiltRecord:  # fmt: skip
+    """Every sample of record number `index` of source number `source_index`, drawn from
+    `numpy.random.default_rng([seed, source_index, index])`: the same bytes whichever process
+    builds it (`build` here, a Beam worker in `dig_jax.data.beam_build`). ValueError naming
+    the file when the record cannot be read or no gesture can be simulated on it."""
+    try:
+        loaded = record.load()
+    except ValueError as err:
+        where = "" if record.describe in str(err) else f"{record.describe}: "
+        raise ValueError(f"{where}{err}") from None
+    size = (image_size, image_size) if image_size else loaded.shape
+    resized = loaded.shape != size
+    if resized:
+        loaded = resize_loaded(loaded, size)
+    img_id = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{record.source}-{record.image_id}")
+    writer = DigRowWriter(img_id, loaded.shape)
+    rng = np.random.default_rng([seed, source_index, index])
+    counts = collections.Counter()
+    try:
+        build_record(loaded, rng, writer, counts, kinds=kinds, refinement=refinement,
+                     multi=multi)  # fmt: skip
+    except ValueError as err:  # e.g. a mask no gesture can be simulated on
+        raise ValueError(f"{record.describe}: {err}") from None
+    return BuiltRecord(loaded, resized, writer, counts)
+
+
 def format_summary(table: dict[str, collections.Counter]) -> str:
     """A Table-4-like text table: one row per source plus the total."""
     cols = ["images", "regions", "parts", "creation", "refinement", "multi-region",
@@ -209,29 +249,18 @@ def _build_rows(
             if not isinstance(record, Record):
                 raise ValueError(f"sources: {spec} holds prebuilt samples, not records")
             try:
-                loaded = record.load()
+                built = build_one(record, i, source_index=source_index, seed=seed,
+                                  image_size=image_size, kinds=kinds, refinement=refinement,
+                                  multi=multi)  # fmt: skip
             except ValueError as err:
-                where = "" if record.describe in str(err) else f"{record.describe}: "
-                print(f"bad item: {where}{err}", file=sys.stderr)
+                print(f"bad item: {err}", file=sys.stderr)
                 stats["bad items"] += 1
                 continue
-            resized = image_size is not None and loaded.shape != size
-            if resized:
-                loaded = resize_loaded(loaded, size)
-            img_id = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{record.source}-{record.image_id}")
-            writer = DigRowWriter(img_id, loaded.shape)
-            rng = np.random.default_rng([seed, source_index, i])
-            counts = collections.Counter()
-            try:
-                build_record(loaded, rng, writer, counts, kinds=kinds, refinement=refinement,
-                             multi=multi)  # fmt: skip
-            except ValueError as err:  # e.g. a mask no gesture can be simulated on
-                print(f"bad item: {record.describe}: {err}", file=sys.stderr)
-                stats["bad items"] += 1
-                continue
-            file_name = _write_image(record, loaded, resized, images, img_id)
+            writer = built.writer
+            file_name = _write_image(record, built.loaded, built.resized, images,
+                                     writer.row["img_id"])  # fmt: skip
             writer.row["file_name"] = file_name
-            stats.update(counts)
+            stats.update(built.counts)
             stats["images"] += 1
             rows.append(writer.row)
     return rows, table

@@ -23,9 +23,11 @@ from typing import ClassVar
 
 import numpy as np
 import tensorflow_datasets as tfds
+from tensorflow_datasets.core import writer as writer_lib
+from tensorflow_datasets.proto import tf_example_pb2
 
 from dig_jax.data.samples import SAMPLE_KEYS, Sample, distance_uint8
-from dig_jax.data.sources.dig_json import dig_json
+from dig_jax.data.sources.dig_json import DigEntry, dig_json
 
 _MASKS = ("gesture", "prev_mask", "target", "region", "local", "void")
 
@@ -62,6 +64,9 @@ class DigSamples(tfds.core.GeneratorBasedBuilder):
             metadata=tfds.core.MetadataDict(),
         )  # fmt: skip
 
+    def _example_writer(self) -> writer_lib.ExampleWriter:
+        return SortedFeaturesWriter(file_format=self.info.file_format)
+
     def _split_generators(self, dl_manager):
         del dl_manager
         if self._build_dir is None or not (self._build_dir / "dig.json").is_file():
@@ -78,11 +83,33 @@ class DigSamples(tfds.core.GeneratorBasedBuilder):
 
     def _generate_examples(self, entries: list):
         for k, entry in enumerate(entries):
-            sample = entry.load()
-            if "has_region" in sample:
-                raise ValueError(f"{entry.name}: no global GT (obj_gt); not a dig_jax build")
-            sample.pop("distance")
-            yield k, sample
+            yield k, dig_example(entry)
+
+
+class SortedFeaturesWriter(writer_lib.ExampleWriter):
+    """Writes every example with its features in name order. TFDS serialises a
+    `tf.train.Example` whose feature map protobuf writes in an order that changes from process
+    to process, so the same example would be different bytes in two runs (or Beam workers);
+    re-serialised deterministically it is the same bytes, read back the same."""
+
+    def write(self, path, examples):
+        return super().write(path, ((key, _sorted_features(ex)) for key, ex in examples))
+
+
+def _sorted_features(serialized: bytes) -> bytes:
+    example = tf_example_pb2.Example.FromString(serialized)
+    return example.SerializeToString(deterministic=True)
+
+
+def dig_example(entry: DigEntry, image: np.ndarray | None = None) -> dict:
+    """The DigSamples example of a DIG JSON sample: the sample dict without `distance`
+    (`image`: the photo already in memory, else read from the entry's path); ValueError for a
+    sample whose global GT is unknown."""
+    sample = entry.load(image)
+    if "has_region" in sample:
+        raise ValueError(f"{entry.name}: no global GT (obj_gt); not a dig_jax build")
+    sample.pop("distance")
+    return sample
 
 
 def tfds_sample(example: dict) -> Sample:

@@ -245,12 +245,13 @@ class DigEntry:
         rle = self.row.get("void")
         return None if rle is None else self._mask("void", rle, size) > 0
 
-    def load(self) -> Sample:
-        """The sample dict (image read from `image_path`, distance recomputed; local and
-        global GT as the module docstring says); ValueError naming the file, row and field on
-        a missing or malformed field or a size mismatch."""
+    def load(self, image: np.ndarray | None = None) -> Sample:
+        """The sample dict (image read from `image_path`, or `image` when given: the photo
+        already in memory, RGB uint8; distance recomputed; local and global GT as the module
+        docstring says); ValueError naming the file, row and field on a missing or malformed
+        field or a size mismatch."""
         size = self._size()
-        image = read_image(self.image_path)
+        image = read_image(self.image_path) if image is None else image
         if image.shape[:2] != size:
             raise ValueError(f"{self.image_path}: image size {image.shape[:2]} != row size {size}")
         obj = self._int("obj_id")
