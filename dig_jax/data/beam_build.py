@@ -46,7 +46,7 @@ from typing import Any
 import tensorflow_datasets as tfds
 from etils import epath
 
-from dig_jax.data.build import build_one, format_summary, parse_kinds
+from dig_jax.data.build import build_one, check_build_flags, format_summary
 from dig_jax.data.sources.coco_json import scan_coco_json
 from dig_jax.data.sources.dig_json import DigEntry
 from dig_jax.data.sources.record import Record
@@ -250,16 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     args, beam_args = parser.parse_known_args(argv)
     if beam_args and not beam_args[0].startswith("--"):
         parser.error(f"unexpected argument {beam_args[0]!r} (Beam options are --name value)")
-    try:
-        kinds = parse_kinds(args.kinds)
-    except ValueError as error:
-        parser.error(str(error))
-    if args.limit is not None and args.limit < 1:
-        parser.error(f"--limit must be >= 1, got {args.limit}")
-    if args.image_size is not None and not 16 <= args.image_size <= 8192:
-        parser.error(f"--image-size must be in 16..8192 px, got {args.image_size}")
-    if args.seed < 0:
-        parser.error(f"--seed must be >= 0, got {args.seed}")
+    kinds = check_build_flags(parser, args)
     config = CocoBuild(str(args.coco_json), str(args.images), seed=args.seed,
                        image_size=args.image_size, limit=args.limit, kinds=kinds,
                        refinement=not args.no_refinement, multi=not args.no_multi)  # fmt: skip

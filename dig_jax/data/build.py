@@ -282,6 +282,22 @@ def parse_kinds(text: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(kinds))
 
 
+def check_build_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[int, ...]:
+    """The gesture kinds of `--kinds`; a parser error (one line, exit 2) for a bad `--kinds`,
+    `--limit`, `--image-size` or `--seed` (shared by `build` and `beam_build`)."""
+    try:
+        kinds = parse_kinds(args.kinds)
+    except ValueError as error:
+        parser.error(str(error))
+    if args.limit is not None and args.limit < 1:
+        parser.error(f"--limit must be >= 1, got {args.limit}")
+    if args.image_size is not None and not 16 <= args.image_size <= 8192:
+        parser.error(f"--image-size must be in 16..8192 px, got {args.image_size}")
+    if args.seed < 0:
+        parser.error(f"--seed must be >= 0, got {args.seed}")
+    return kinds
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -312,16 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         help="also pack the samples as a TFDS array_record dataset (dig_samples) under this folder",
     )
     args = parser.parse_args(argv)
-    try:
-        kinds = parse_kinds(args.kinds)
-    except ValueError as error:
-        parser.error(str(error))
-    if args.limit is not None and args.limit < 1:
-        parser.error(f"--limit must be >= 1, got {args.limit}")
-    if args.image_size is not None and not 16 <= args.image_size <= 8192:
-        parser.error(f"--image-size must be in 16..8192 px, got {args.image_size}")
-    if args.seed < 0:
-        parser.error(f"--seed must be >= 0, got {args.seed}")
+    kinds = check_build_flags(parser, args)
     try:
         check_out_dir(args.out, OUTPUTS)
     except ValueError as error:
