@@ -20,17 +20,15 @@ from __future__ import annotations
 import ml_collections
 
 from dig_jax.paths import CHECKPOINT_DIR
-from dig_jax.train.config import base_config, with_lite_backbone
-
-TRAIN_SOURCES = (
-    "coco_mval%train",
-    "bsds500_regions",
-    "clothing_co_parsing%train",
-    "camvid/train",
-    "feral_cats/train",
-    "procedural:1000",
+from dig_jax.train.config import (
+    REAL_HELD_OUT,
+    REAL_TRAIN_SOURCES,
+    base_config,
+    with_lite_backbone,
 )
-HELD_OUT = ("coco_mval%val", "clothing_co_parsing%val", "camvid/val", "feral_cats/valid")
+
+TRAIN_SOURCES = REAL_TRAIN_SOURCES
+HELD_OUT = REAL_HELD_OUT
 FINE_TUNE_STEPS = 900
 
 

@@ -11,6 +11,16 @@ from typing import Any
 import ml_collections
 
 VARIANTS = ("paper", "offline", "demo", "tiny", "gpu", "tpu")
+# Every real source of docs/data.md with its held-out slice: the offline fine-tunes' data.
+REAL_TRAIN_SOURCES = (
+    "coco_mval%train",
+    "bsds500_regions",
+    "clothing_co_parsing%train",
+    "camvid/train",
+    "feral_cats/train",
+    "procedural:1000",
+)
+REAL_HELD_OUT = ("coco_mval%val", "clothing_co_parsing%val", "camvid/val", "feral_cats/valid")
 PAPER_SAMPLES = 15 * 30_000  # DIG's schedule: 15 epochs of 30 000 samples
 PAPER_BATCH, PAPER_LR = 32, 3e-4
 # The paper's recipe sized for accelerators: devices, global batch, working size, grain

@@ -236,29 +236,16 @@ class Attacker:
         encode_box = box_encoder(input_kind, context_encoding)
         encode_points = points_encoder(input_kind, context_encoding)
 
-        def box_setup(variables, image, gt, bounds, lr_px, radius, lam, sign):
+        def box_setup(variables, *args):  # args: image, gt, bounds, lr_px, radius, lam, sign
+            logits = _mask_logits(model, variables)
             return _attack_setup(
-                image, gt, bounds, lr_px, radius, lam, sign,
-                predict_logits=_mask_logits(model, variables), encode_box=encode_box,
-                min_size=1.0, prior=BREPS_GAMMA,
+                *args, predict_logits=logits, encode_box=encode_box, min_size=1.0,
+                prior=BREPS_GAMMA,
             )  # fmt: skip
 
-        def stroke_setup(variables, image, gt, points, length, closed, weights, sigma,
-                         lr_mult, lam, sign):  # fmt: skip
-            return _prompt_setup(
-                image,
-                gt,
-                points,
-                length,
-                closed,
-                weights,
-                sigma,
-                lr_mult,
-                lam,
-                sign,
-                predict_logits=_mask_logits(model, variables),
-                encode_points=encode_points,
-            )
+        def stroke_setup(variables, *args):  # args: as `_prompt_setup` takes them
+            return _prompt_setup(*args, predict_logits=_mask_logits(model, variables),
+                                 encode_points=encode_points)  # fmt: skip
 
         options = train_compiler_options()
         steps = config.attack_steps
