@@ -32,6 +32,8 @@ from dig_jax.robustness.breps.search import HostSearch, SearchSetup, adam_search
 PredictLogits = Callable[[jax.Array], jax.Array]  # x f32[B, H, W, C] -> logits f32[B, H, W]
 EncodeBox = Callable[..., jax.Array]  # (box f32[4], image f32[H,W,3][, radius]) -> x f32[H,W,C]
 DICE_SMOOTH = 1.0
+# BREPS's attack settings: Adam steps, step-size multiplier (`attack_lr`), prior weight λ.
+BREPS_STEPS, BREPS_LR_MULT, BREPS_LAM = 50, 9.0, 0.1
 
 
 class AttackResult(NamedTuple):
@@ -52,7 +54,7 @@ class AttackResult(NamedTuple):
     tight: jax.Array
 
 
-def attack_lr(height: Any, width: Any, lr_mult: float = 9.0) -> Any:
+def attack_lr(height: Any, width: Any, lr_mult: float = BREPS_LR_MULT) -> Any:
     """BREPS step size in px: lr_mult · √(H² + W²) / (1024 · √2)."""
     return lr_mult * jnp.sqrt(jnp.square(height) + jnp.square(width)) / (1024.0 * math.sqrt(2.0))
 
@@ -232,9 +234,9 @@ def breps_attack(
     gt: Any,
     *,
     mode: str = "min",
-    steps: int = 50,
-    lr_mult: float = 9.0,
-    lam: float = 0.1,
+    steps: int = BREPS_STEPS,
+    lr_mult: float = BREPS_LR_MULT,
+    lam: float = BREPS_LAM,
     encode_box: EncodeBox | None = None,
     bounds: Any = None,
     min_size: float = 1.0,
