@@ -19,7 +19,7 @@ import math
 import sys
 from pathlib import Path
 
-from dig_jax.cli_args import add_limit, add_out, add_progress, print_written
+from dig_jax.cli_args import add_checkpoints, add_limit, add_out, add_progress, print_written
 from dig_jax.outputs import check_out_dir, record_written, write_text_atomic
 from dig_jax.paths import checkpoint_name, data_root
 
@@ -28,13 +28,7 @@ OUTPUTS = ["breps.json", "breps.md"]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--checkpoint",
-        action="append",
-        required=True,
-        type=Path,
-        help="exported segmenter file (repeat for several models)",
-    )
+    add_checkpoints(parser, "exported segmenter file (repeat for several models)")
     parser.add_argument(
         "--datasets",
         default="grabcut,berkeley",

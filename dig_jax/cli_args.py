@@ -20,6 +20,11 @@ def add_checkpoint(parser: argparse.ArgumentParser, default: str | None = "") ->
     )
 
 
+def add_checkpoints(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """A required `--checkpoint` given once per model compared."""
+    parser.add_argument("--checkpoint", action="append", required=True, type=Path, help=help_text)
+
+
 def add_datasets(parser: argparse.ArgumentParser, default: str = "grabcut,berkeley") -> None:
     parser.add_argument(
         "--datasets", default=default, help="comma list of source specs (docs/data.md)"

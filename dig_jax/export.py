@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import json
 import struct
 from pathlib import Path
@@ -279,17 +280,12 @@ class LoadedSegmenter:
         out["mask"] = _finite(out["mask"])
         return out
 
-    def predict_logits(
-        self,
-        image: Any,
-        gesture_map: Any,
-        prev_mask: Any = None,
-        context: int = Context.ADD,
-        kind: int | None = None,
-    ) -> np.ndarray:
-        """Mask logits f32[H, W] on the photo (see `predict`; outside the zoom box:
+    def predict_logits(self, *prompt: Any, **options: Any) -> np.ndarray:
+        """Mask logits f32[H, W] on the photo for `predict`'s arguments (outside the zoom box:
         `prompts.OUTSIDE_LOGIT`)."""
-        out, _, box, _, shape = self._run(image, gesture_map, prev_mask, context, kind)
+        call = inspect.signature(self.predict).bind(*prompt, **options)
+        call.apply_defaults()
+        out, _, box, _, shape = self._run(*call.arguments.values())
         return prompts.paste_logits(out["mask"], box, shape)
 
     def predict_heads(self, image: Any, gesture_map: Any, prev_mask: Any = None) -> dict[str, Any]:

@@ -28,6 +28,7 @@ import numpy as np
 
 from dig_jax.cli_args import (
     add_batch_size,
+    add_checkpoints,
     add_limit,
     add_max_side,
     add_out,
@@ -40,10 +41,7 @@ from dig_jax.paths import checkpoint_name
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--checkpoint", action="append", required=True, type=Path,
-        help="exported .digjax segmenter (repeat for several models)",
-    )  # fmt: skip
+    add_checkpoints(parser, "exported .digjax segmenter (repeat for several models)")
     parser.add_argument("--datasets", default="grabcut,berkeley")
     parser.add_argument(
         "--map", default="dt", help="clickability map: ud, dt, sm, or a clickability model file"

@@ -250,10 +250,8 @@ def _native_bwd(stride, residuals, grad):
         grad_x = jax.vjp(lambda inputs: _xla_conv3x3(inputs, kernel, stride), x)[1](grad)[0]
     if NATIVE_KERNEL_GRAD:
         grad_kernel = native_kernel_grad(x, grad, stride)
-    elif stride == 1:
-        grad_kernel = _conv3x3_kernel_grad(x, grad, kernel.shape)
-    elif even:
-        grad_kernel = _stride2_kernel_grad(x, grad, kernel.shape)
+    elif stride == 1 or even:
+        grad_kernel = _kernel_grad(x, grad, kernel.shape, stride)
     else:
         xla = functools.partial(_xla_conv3x3, stride=2)
         grad_kernel = _kernel_grad_of(xla, x, kernel.shape, grad)
@@ -290,10 +288,14 @@ def _conv3x3_fwd(x, kernel):
     return _conv3x3(x, kernel), (x, kernel)
 
 
-def _conv3x3_kernel_grad(x: jax.Array, grad: jax.Array, kernel_shape: tuple[int, ...]):
+def _kernel_grad(x: jax.Array, grad: jax.Array, kernel_shape: tuple[int, ...], stride: int):
+    """Kernel gradient of the SAME 3x3 convolution at `stride` (2: even H, W only): the CPU
+    form for small batches on the CPU, else XLA's."""
     if _small_batch_on_cpu(x):
-        return padded_kernel_grad(x, grad, kernel_shape)
-    return _kernel_grad_of(_conv3x3, x, kernel_shape, grad)
+        cpu_form = padded_kernel_grad if stride == 1 else space_to_depth_kernel_grad
+        return cpu_form(x, grad, kernel_shape)
+    conv = _conv3x3 if stride == 1 else _conv3x3_stride2
+    return _kernel_grad_of(conv, x, kernel_shape, grad)
 
 
 def _conv3x3_bwd(residuals, grad):
@@ -341,15 +343,9 @@ def _stride2_input_grad(x_shape: tuple[int, ...], kernel: jax.Array, grad: jax.A
     return grad_x.transpose(0, 1, 3, 2, 4, 5).reshape(x_shape)
 
 
-def _stride2_kernel_grad(x: jax.Array, grad: jax.Array, kernel_shape: tuple[int, ...]):
-    if _small_batch_on_cpu(x):
-        return space_to_depth_kernel_grad(x, grad, kernel_shape)
-    return _kernel_grad_of(_conv3x3_stride2, x, kernel_shape, grad)
-
-
 def _conv3x3_stride2_bwd(residuals, grad):
     x, kernel = residuals
-    return _stride2_input_grad(x.shape, kernel, grad), _stride2_kernel_grad(x, grad, kernel.shape)
+    return _stride2_input_grad(x.shape, kernel, grad), _kernel_grad(x, grad, kernel.shape, 2)
 
 
 conv3x3_stride2.defvjp(_conv3x3_stride2_fwd, _conv3x3_stride2_bwd)

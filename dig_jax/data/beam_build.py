@@ -46,7 +46,7 @@ from typing import Any
 import tensorflow_datasets as tfds
 from etils import epath
 
-from dig_jax.data.build import build_one, check_build_flags, format_summary
+from dig_jax.data.build import add_build_flags, build_one, check_build_flags, format_summary
 from dig_jax.data.sources.coco_json import scan_coco_json
 from dig_jax.data.sources.dig_json import DigEntry
 from dig_jax.data.sources.record import Record
@@ -234,19 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--coco-json", required=True, help="COCO / LVIS instance annotations")
     parser.add_argument("--images", required=True, help="folder of the images' file_name")
     parser.add_argument("--out", required=True, help="TFDS data dir (gets dig_samples/)")
-    parser.add_argument(
-        "--image-size",
-        type=int,
-        default=None,
-        help="resize to a square (px); default: each photo's own size",
+    add_build_flags(
+        parser,
+        image_size="resize to a square (px); default: each photo's own size",
+        limit="first N images (>= 1)",
     )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--limit", type=int, default=None, help="first N images (>= 1)")
-    parser.add_argument(
-        "--kinds", default="0,1,2,3,4", help="gesture kinds, comma separated (codes or names)"
-    )
-    parser.add_argument("--no-refinement", action="store_true")
-    parser.add_argument("--no-multi", action="store_true")
     args, beam_args = parser.parse_known_args(argv)
     if beam_args and not beam_args[0].startswith("--"):
         parser.error(f"unexpected argument {beam_args[0]!r} (Beam options are --name value)")

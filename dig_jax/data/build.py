@@ -282,6 +282,19 @@ def parse_kinds(text: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(kinds))
 
 
+def add_build_flags(parser: argparse.ArgumentParser, *, image_size: str, limit: str) -> None:
+    """`--image-size`, `--seed`, `--limit`, `--kinds`, `--no-refinement` and `--no-multi`
+    (shared by `build` and `beam_build`); `image_size` and `limit` are their flags' help."""
+    parser.add_argument("--image-size", type=int, default=None, help=image_size)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--limit", type=int, default=None, help=limit)
+    parser.add_argument(
+        "--kinds", default="0,1,2,3,4", help="gesture kinds, comma separated (codes or names)"
+    )
+    parser.add_argument("--no-refinement", action="store_true")
+    parser.add_argument("--no-multi", action="store_true")
+
+
 def check_build_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[int, ...]:
     """The gesture kinds of `--kinds`; a parser error (one line, exit 2) for a bad `--kinds`,
     `--limit`, `--image-size` or `--seed` (shared by `build` and `beam_build`)."""
@@ -307,21 +320,11 @@ def main(argv: list[str] | None = None) -> int:
         help="source spec, repeatable (see dig_jax.data.pipeline.resolve_source)",
     )
     parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument(
-        "--image-size",
-        type=int,
-        default=None,
-        help="resize to a square (px); procedural scenes are rendered at it (default 256)",
+    add_build_flags(
+        parser,
+        image_size="resize to a square (px); procedural scenes are rendered at it (default 256)",
+        limit="at most this many records per source (>= 1)",
     )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--limit", type=int, default=None, help="at most this many records per source (>= 1)"
-    )
-    parser.add_argument(
-        "--kinds", default="0,1,2,3,4", help="gesture kinds, comma separated (codes or names)"
-    )
-    parser.add_argument("--no-refinement", action="store_true")
-    parser.add_argument("--no-multi", action="store_true")
     parser.add_argument(
         "--tfds-dir",
         default=None,

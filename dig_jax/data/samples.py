@@ -13,7 +13,7 @@ Gestures are simulated at the array size they are given (the photo's own, or shr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -103,28 +103,53 @@ def make_sample(
     return {key: sample[key] for key in SAMPLE_KEYS if key in sample}  # the contract's order
 
 
+class SampleOptions(TypedDict, total=False):
+    """Keywords of `creation_sample` and `refinement_sample`: the dataset's `void` mask
+    (default none), `image_id` (default "") and `with_distance` (default True; see
+    `make_sample`)."""
+
+    void: np.ndarray | None
+    image_id: str
+    with_distance: bool
+
+
+def _gesture_sample(
+    image: np.ndarray,
+    region: Region,
+    gesture: Gesture,
+    kind: int,
+    context: int,
+    prev: np.ndarray | None,
+    target: np.ndarray,
+    local: np.ndarray,
+    *,
+    void: np.ndarray | None = None,
+    image_id: str = "",
+    with_distance: bool = True,
+) -> Sample:
+    """The sample of `gesture`, rasterised on `image`, for `region` (see `make_sample`)."""
+    raster = np.asarray(rasterize(gesture, image.shape[:2]), np.uint8)
+    return make_sample(
+        image=image, gesture_map=raster, prev_mask=prev, target=target, region=region.mask,
+        kind=kind, context=context, image_id=image_id, instance_id=region.instance_id,
+        local=local, void=void, with_distance=with_distance,
+    )  # fmt: skip
+
+
 def creation_sample(
     image: np.ndarray,
     region: Region,
     part: int | None,
     kind: int,
     rng: np.random.Generator,
-    *,
-    void: np.ndarray | None = None,
-    image_id: str = "",
-    with_distance: bool = True,
+    **options: Unpack[SampleOptions],
 ) -> Sample:
     """A creation sample: a gesture of `kind` on `region.parts[part]` (`part=None`: on the
     whole region), no previous mask."""
     aim = region.mask if part is None else region.parts[part]
     gesture = simulate_creation(GestureKind(kind), aim, rng)
-    raster = np.asarray(rasterize(gesture, image.shape[:2]), np.uint8)
-    return make_sample(
-        image=image, gesture_map=raster, prev_mask=None, with_distance=with_distance,
-        target=creation_target(region, part, void), region=region.mask, kind=kind,
-        context=Context.ADD, image_id=image_id, instance_id=region.instance_id,
-        local=aim, void=void,
-    )  # fmt: skip
+    target = creation_target(region, part, options.get("void"))
+    return _gesture_sample(image, region, gesture, kind, Context.ADD, None, target, aim, **options)
 
 
 def refinement_sample(
@@ -134,21 +159,13 @@ def refinement_sample(
     correction: Correction,
     kind: int,
     rng: np.random.Generator,
-    *,
-    void: np.ndarray | None = None,
-    image_id: str = "",
-    with_distance: bool = True,
+    **options: Unpack[SampleOptions],
 ) -> Sample:
     """A refinement sample: a gesture of `kind` on one error component of `prev`."""
     gesture = simulate_refinement(GestureKind(kind), correction.mask, correction.context, rng)
-    raster = np.asarray(rasterize(gesture, image.shape[:2]), np.uint8)
-    local, target = refinement_targets(prev, region.mask, correction, void)
-    return make_sample(
-        image=image, gesture_map=raster, prev_mask=prev, target=target,
-        with_distance=with_distance,
-        region=region.mask, kind=kind, context=correction.context, image_id=image_id,
-        instance_id=region.instance_id, local=local, void=void,
-    )  # fmt: skip
+    local, target = refinement_targets(prev, region.mask, correction, options.get("void"))
+    context = correction.context
+    return _gesture_sample(image, region, gesture, kind, context, prev, target, local, **options)
 
 
 def join_region(sample: Sample, other: np.ndarray) -> Sample:

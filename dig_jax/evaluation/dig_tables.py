@@ -36,15 +36,10 @@ def score_samples(
 
 
 def evaluate_samples(
-    predict: Predictor,
-    samples: Iterable[dict[str, Any]],
-    *,
-    batch_size: int = 8,
-    total: int | None = None,
-    desc: str = "evaluate",
+    predict: Predictor, samples: Iterable[dict[str, Any]], **options: Any
 ) -> tuple[dict[str, float], int]:
-    """(means of `score_samples`, number of samples scored)."""
-    state = score_samples(predict, samples, batch_size=batch_size, total=total, desc=desc)
+    """(means of `score_samples` with its keywords `options`, number of samples scored)."""
+    state = score_samples(predict, samples, **options)
     counts = state.counts()
     count = sum(v for k, v in counts.items() if k.startswith("iou_local/all/"))
     return state.compute(), count

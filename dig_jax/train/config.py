@@ -31,31 +31,33 @@ ACCELERATORS = {
     "tpu": dict(devices=8, batch_size=128, image_size=512, workers=16),  # a v4-8 / v5e-8 slice
 }
 
+
+def _backbone(
+    width: int,
+    *,
+    stem_width: int,
+    stage1_planes: int,
+    head_width: int,
+    blocks: int = 1,
+    stage_modules: tuple[int, ...] = (1, 1, 1),
+) -> dict[str, Any]:
+    """Segmenter backbone keywords whose four branch widths double from `width`."""
+    return dict(
+        widths=tuple(width * 2**i for i in range(4)),
+        stem_width=stem_width,
+        stage1_planes=stage1_planes,
+        blocks=blocks,
+        stage_modules=stage_modules,
+        head_width=head_width,
+    )
+
+
 # Backbone sizes: full HRNet-W18-small and reduced ones for CPU runs and tests.
-FULL_BACKBONE = dict(
-    widths=(18, 36, 72, 144),
-    stem_width=64,
-    stage1_planes=64,
-    blocks=2,
-    stage_modules=(1, 3, 2),
-    head_width=96,
+FULL_BACKBONE = _backbone(
+    18, stem_width=64, stage1_planes=64, head_width=96, blocks=2, stage_modules=(1, 3, 2)
 )
-DEMO_BACKBONE = dict(
-    widths=(8, 16, 32, 64),
-    stem_width=16,
-    stage1_planes=8,
-    blocks=1,
-    stage_modules=(1, 1, 1),
-    head_width=32,
-)
-TINY_BACKBONE = dict(
-    widths=(4, 8, 16, 32),
-    stem_width=8,
-    stage1_planes=4,
-    blocks=1,
-    stage_modules=(1, 1, 1),
-    head_width=8,
-)
+DEMO_BACKBONE = _backbone(8, stem_width=16, stage1_planes=8, head_width=32)
+TINY_BACKBONE = _backbone(4, stem_width=8, stage1_planes=4, head_width=8)
 
 
 def base_config(variant: str) -> ml_collections.ConfigDict:

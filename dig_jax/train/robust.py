@@ -40,7 +40,13 @@ from dig_jax.gestures.types import BRUSH_RADIUS, Gesture, GestureKind
 from dig_jax.metrics import ciou_loss, tight_box
 from dig_jax.metrics.rclicks import N_GROUPS
 from dig_jax.prompts.soft import box_encoder, points_encoder
-from dig_jax.robustness.breps.attack import _attack_result, _attack_setup, attack_lr
+from dig_jax.robustness.breps.attack import (
+    BREPS_LAM,
+    BREPS_LR_MULT,
+    _attack_result,
+    _attack_setup,
+    attack_lr,
+)
 from dig_jax.robustness.breps.prior import BREPS_GAMMA, GammaParams
 from dig_jax.robustness.breps.prompt_attack import _prompt_result, _prompt_setup, control_weights
 from dig_jax.robustness.breps.search import HostSearch
@@ -63,8 +69,8 @@ class RobustConfig:
     box_prior_prob: float = 0.0
     box_attack_prob: float = 0.0
     attack_steps: int = 3
-    attack_lam: float = 0.1
-    attack_lr_mult: float = 9.0
+    attack_lam: float = BREPS_LAM
+    attack_lr_mult: float = BREPS_LR_MULT
     click_group_prob: float = 0.0
     click_map: str = "dt"
     stroke_attack_prob: float = 0.0

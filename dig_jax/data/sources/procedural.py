@@ -105,23 +105,21 @@ def render_image(seed: int, index: int, size: tuple[int, int], max_objects: int 
 
 
 @dataclasses.dataclass(frozen=True)
-class ProceduralImage:
+class _Scene:
+    """Scene `index` of `seed` at `size` (a record's lazy image or masks)."""
+
     seed: int
     index: int
     size: tuple[int, int]
     max_objects: int
 
+
+class ProceduralImage(_Scene):
     def __call__(self) -> np.ndarray:
         return render_image(self.seed, self.index, self.size, self.max_objects)
 
 
-@dataclasses.dataclass(frozen=True)
-class ProceduralMasks:
-    seed: int
-    index: int
-    size: tuple[int, int]
-    max_objects: int
-
+class ProceduralMasks(_Scene):
     def __call__(self) -> tuple[np.ndarray, np.ndarray]:
         labels = scene_labels(self.seed, self.index, self.size, self.max_objects)
         ids = [i for i in range(1, int(labels.max()) + 1) if (labels == i).any()]

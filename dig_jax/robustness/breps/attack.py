@@ -32,6 +32,8 @@ from dig_jax.robustness.breps.search import HostSearch, SearchSetup, adam_search
 PredictLogits = Callable[[jax.Array], jax.Array]  # x f32[B, H, W, C] -> logits f32[B, H, W]
 EncodeBox = Callable[..., jax.Array]  # (box f32[4], image f32[H,W,3][, radius]) -> x f32[H,W,C]
 DICE_SMOOTH = 1.0
+# BREPS's attack settings: Adam steps, step-size multiplier (`attack_lr`), prior weight λ.
+BREPS_STEPS, BREPS_LR_MULT, BREPS_LAM = 50, 9.0, 0.1
 
 
 class AttackResult(NamedTuple):
@@ -52,7 +54,7 @@ class AttackResult(NamedTuple):
     tight: jax.Array
 
 
-def attack_lr(height: Any, width: Any, lr_mult: float = 9.0) -> Any:
+def attack_lr(height: Any, width: Any, lr_mult: float = BREPS_LR_MULT) -> Any:
     """BREPS step size in px: lr_mult · √(H² + W²) / (1024 · √2)."""
     return lr_mult * jnp.sqrt(jnp.square(height) + jnp.square(width)) / (1024.0 * math.sqrt(2.0))
 
@@ -232,9 +234,9 @@ def breps_attack(
     gt: Any,
     *,
     mode: str = "min",
-    steps: int = 50,
-    lr_mult: float = 9.0,
-    lam: float = 0.1,
+    steps: int = BREPS_STEPS,
+    lr_mult: float = BREPS_LR_MULT,
+    lam: float = BREPS_LAM,
     encode_box: EncodeBox | None = None,
     bounds: Any = None,
     min_size: float = 1.0,
@@ -252,33 +254,19 @@ def breps_attack(
     Compiled once per (callables, steps, min_size, prior) and input shape; both modes share it.
     """
     return _run(
-        predict_logits, image, gt, False, mode, steps, lr_mult, lam, encode_box, bounds,
+        False, predict_logits, image, gt, mode, steps, lr_mult, lam, encode_box, bounds,
         min_size, prior, lr_px, radius,
     )  # fmt: skip
 
 
 def breps_attack_batch(
-    predict_logits: PredictLogits,
-    images: Any,
-    gts: Any,
-    *,
-    mode: str = "min",
-    steps: int = 50,
-    lr_mult: float = 9.0,
-    lam: float = 0.1,
-    encode_box: EncodeBox | None = None,
-    bounds: Any = None,
-    min_size: float = 1.0,
-    prior: GammaParams = BREPS_GAMMA,
-    lr_px: Any = None,
-    radius: Any = None,
+    predict_logits: PredictLogits, images: Any, gts: Any, **settings: Any
 ) -> AttackResult:
-    """`breps_attack` vmapped over instances: images [B, H, W, 3], gts [B, H, W], bounds
-    [B, 2] or [B, 4], lr_px and radius [B] (or None)."""
-    return _run(
-        predict_logits, images, gts, True, mode, steps, lr_mult, lam, encode_box, bounds,
-        min_size, prior, lr_px, radius,
-    )  # fmt: skip
+    """`breps_attack` vmapped over instances, with its keywords and defaults: images
+    [B, H, W, 3], gts [B, H, W], bounds [B, 2] or [B, 4], lr_px and radius [B] (or None)."""
+    call = inspect.signature(breps_attack).bind(predict_logits, images, gts, **settings)
+    call.apply_defaults()
+    return _run(True, *call.arguments.values())
 
 
 def _per_instance(value: Any, default: np.ndarray, name: str) -> jax.Array:
@@ -290,8 +278,8 @@ def _per_instance(value: Any, default: np.ndarray, name: str) -> jax.Array:
     return jnp.asarray(arr)
 
 
-def _run(predict_logits, image, gt, batched, mode, steps, lr_mult, lam, encode_box, bounds,
-         min_size, prior, lr_px=None, radius=None) -> AttackResult:  # fmt: skip
+def _run(batched, predict_logits, image, gt, mode, steps, lr_mult, lam, encode_box, bounds,
+         min_size, prior, lr_px, radius) -> AttackResult:  # fmt: skip
     """Shared checks and the compiled attack for one instance or a vmapped batch."""
     from dig_jax.gestures.types import BRUSH_RADIUS
 

@@ -29,6 +29,9 @@ from dig_jax.gestures.types import BRUSH_RADIUS
 from dig_jax.metrics import iou
 from dig_jax.metrics.breps import breps_metrics
 from dig_jax.robustness.breps.attack import (
+    BREPS_LAM,
+    BREPS_LR_MULT,
+    BREPS_STEPS,
     EncodeBox,
     PredictLogits,
     attack_lr,
@@ -64,9 +67,9 @@ def attack_dataset(
     *,
     size: int = 320,
     batch: int = 4,
-    steps: int = 50,
-    lam: float = 0.1,
-    lr_mult: float = 9.0,
+    steps: int = BREPS_STEPS,
+    lam: float = BREPS_LAM,
+    lr_mult: float = BREPS_LR_MULT,
     limit: int | None = None,
     desc: str = "BREPS",
     progress: bool = True,

@@ -32,6 +32,9 @@ from dig_jax.metrics import tight_box
 from dig_jax.metrics.breps import breps_metrics
 from dig_jax.prompts.soft import EncodePoints, encode_points_gesture
 from dig_jax.robustness.breps.attack import (
+    BREPS_LAM,
+    BREPS_LR_MULT,
+    BREPS_STEPS,
     PredictLogits,
     attack_lr,
     check_attack_settings,
@@ -128,9 +131,9 @@ def prompt_attack_batch(
     gestures: Sequence[Gesture],
     *,
     mode: str = "min",
-    steps: int = 50,
-    lr_mult: float = 9.0,
-    lam: float = 0.1,
+    steps: int = BREPS_STEPS,
+    lr_mult: float = BREPS_LR_MULT,
+    lam: float = BREPS_LAM,
     sigma_frac: float = 0.1,
     controls: int = 8,
     n_max: int | None = None,
