@@ -29,6 +29,7 @@ from pathlib import Path
 import cv2
 import jax.numpy as jnp
 import numpy as np
+from tqdm import tqdm
 
 from dig_jax import prompts
 from dig_jax.evaluation.protocol import evaluation_samples, load_dataset
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         seg = load_segmenter(path)
         scores: dict[str, dict[int, list[float]]] = {}
         times: dict[str, list[float]] = {}
-        for sample in samples:
+        for sample in tqdm(samples, desc=checkpoint_name(path), unit="sample"):
             target, kind = sample["target"], int(sample["gesture_kind"])
             for lever, (mask, seconds) in levers(seg, sample, sizes).items():
                 scores.setdefault(lever, {}).setdefault(kind, []).append(iou(mask, target))
