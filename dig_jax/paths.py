@@ -43,7 +43,11 @@ CHECKPOINT_DIR = Path(__file__).resolve().parents[1] / "checkpoints"
 # first: the gesture-agnostic DIG model and the click-model-style context baseline.
 SHIPPED_CHECKPOINTS = {
     "gesture": ("lite_iterative_offline", "lite_dataaug_offline", "hrnet_dataaug_offline"),
-    "context": ("lite_context_baseline_offline", "context_baseline_offline"),
+    "context": (
+        "lite_context_real_offline",
+        "lite_context_baseline_offline",
+        "context_baseline_offline",
+    ),
 }
 
 
