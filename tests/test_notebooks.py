@@ -48,6 +48,21 @@ def test_attack_steps_are_the_papers_unless_quick(monkeypatch):
     assert notebook_attack_steps() == 20 and quick_mode()
 
 
+def test_notebook_checkpoint_is_the_named_file_else_the_shipped_one(tmp_path, monkeypatch):
+    from dig_jax.notebooks import CHECKPOINT_ENV, notebook_checkpoint
+    from dig_jax.paths import shipped_checkpoint
+
+    monkeypatch.setenv(CHECKPOINT_ENV, str(tmp_path / "tiny.digjax"))
+    assert notebook_checkpoint() == tmp_path / "tiny.digjax"
+    for value in (None, ""):
+        if value is None:
+            monkeypatch.delenv(CHECKPOINT_ENV)
+        else:
+            monkeypatch.setenv(CHECKPOINT_ENV, value)
+        assert notebook_checkpoint() == shipped_checkpoint("gesture")
+        assert notebook_checkpoint("context") == shipped_checkpoint("context")
+
+
 def test_first_instances_fall_back_to_synthetic_scenes(tmp_path, monkeypatch):
     from dig_jax.notebooks import first_instances
 
