@@ -39,7 +39,7 @@ import dig_jax
 from dig_jax.evaluation import SkipLog, segmenter_predictor
 from dig_jax.evaluation.protocol import load_dataset, nog_items
 from dig_jax.metrics.rclicks import rclicks_table
-from dig_jax.notebooks import notebook_checkpoint
+from dig_jax.notebooks import notebook_checkpoint, quick_mode
 from dig_jax.paths import checkpoint_name, has_data
 from dig_jax.robustness.rclicks import (
     BASELINE,
@@ -57,7 +57,8 @@ from dig_jax.robustness.rclicks import (
 from dig_jax.robustness.rclicks.figures import groups_figure
 from dig_jax.robustness.rclicks.train import TrainingExample
 
-N_INSTANCES, CLICKS, MAX_SIDE = 2, 10, 240  # a tiny subset; the CLI runs 20 clicks
+N_INSTANCES, MAX_SIDE = 2, 240  # a tiny subset
+CLICKS = 5 if quick_mode() else 10  # the CLI runs 20; 5 in DIG_JAX_QUICK runs (tests)
 ROOT = Path(dig_jax.__file__).resolve().parents[1]
 spec = "grabcut" if has_data("grabcut") else "procedural:4"
 items = nog_items(load_dataset(spec, size=240), MAX_SIDE, SkipLog())[:N_INSTANCES]
