@@ -26,7 +26,8 @@ def test_notebook_runs(path: Path, tmp_path: Path, tiny_checkpoint: Path, monkey
     monkeypatch.setenv("DIG_JAX_FIGURES", str(tmp_path / "figures"))  # not into the checkout
     for name in ("DIG_JAX_BEFORE", "DIG_JAX_AFTER"):  # notebook 06: the tiny one for both
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("DIG_JAX_QUICK", "1")  # 05, 06: 20 attack steps, not the paper's 50
+    # quick_mode(): fewer instances, steps, clicks and heatmap cells (01, 04, 05, 06)
+    monkeypatch.setenv("DIG_JAX_QUICK", "1")
     # The kernel shares the suite's persistent compile cache: a warm run skips its compiles.
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", jax.config.jax_compilation_cache_dir)
     monkeypatch.setenv(
