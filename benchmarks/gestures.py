@@ -11,7 +11,8 @@ figures (click 4 ms, scribble 9, loose lasso 35, tight lasso 23, rectangle 4) wi
 paper / ours (> 1: faster than the paper).
 
 Masks: GrabCut objects resized to 512x512 when the real data is present, else random ellipses.
-Usage: python benchmarks/gestures.py [--quick]
+Usage: python benchmarks/gestures.py [--quick] [--jnp-batch B] [--jnp-points N]
+(`--jnp-batch 16 --jnp-points 2048`: notebook 01's quick run, one jnp compile for all kinds.)
 """
 
 from __future__ import annotations
@@ -123,32 +124,50 @@ def time_batch(
     return statistics.median(sims), statistics.median(rasts)
 
 
-def time_jnp(kind: GestureKind, masks, n_unique: int, rng, repeats: int) -> tuple[float, float]:
-    """(simulation ms, rasterisation ms) per gesture in a batch of 256 (jitted, after warm-up)."""
+def time_jnp(
+    kind: GestureKind,
+    masks,
+    n_unique: int,
+    rng,
+    repeats: int,
+    batch: int = BATCH,
+    min_points: int = 1,
+) -> tuple[float, float]:
+    """(simulation ms, rasterisation ms) per gesture in a batch of `batch` (jitted, after
+    warm-up), the points padded to the next power of two of the longest, at least `min_points`
+    (one shape, one compile, for every kind whose gestures fit)."""
     gestures, sim_ms = simulate(kind, masks, n_unique, rng)
-    gestures = [gestures[i % n_unique] for i in range(BATCH)]
+    gestures = [gestures[i % n_unique] for i in range(batch)]
     longest = max(len(g.points) for g in gestures)
-    n_max = 1 << int(np.ceil(np.log2(longest)))  # power-of-two buckets reuse compilations
+    n_max = max(1 << int(np.ceil(np.log2(longest))), min_points)  # buckets reuse compilations
     args = [jax.device_put(a) for a in pad_gestures(gestures, n_max)]
     rasterize_batch(*args, SIZE).block_until_ready()  # compile + warm-up
     runs = []
     for _ in range(repeats):
         start = time.perf_counter()
         rasterize_batch(*args, SIZE).block_until_ready()
-        runs.append((time.perf_counter() - start) / BATCH * 1e3)
+        runs.append((time.perf_counter() - start) / batch * 1e3)
     return sim_ms, statistics.median(runs)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer gestures (< 40 s)")
+    parser.add_argument("--jnp-batch", type=int, default=BATCH, help="batch of the jnp path")
+    parser.add_argument(
+        "--jnp-points", type=int, default=1, help="pad the jnp path's gestures to >= N points"
+    )
     args = parser.parse_args(argv)
     n_numpy, n_unique, repeats = (12, 48, 2) if args.quick else (64, BATCH, 5)
     masks, source = load_masks(50)
     rng = np.random.default_rng(0)
     threads = available_cpus()
+    if args.jnp_batch < 1 or args.jnp_points < 1:
+        parser.error("--jnp-batch and --jnp-points must be >= 1")
     print(f"{source}; jax backend: {jax.default_backend()}; batch {BATCH}; {threads} CPUs")
     print(f"one by one: {n_numpy} gestures per kind; batch path and jnp path: batch {BATCH}")
+    if (args.jnp_batch, args.jnp_points) != (BATCH, 1):
+        print(f"jnp path: batch {args.jnp_batch}, points padded to >= {args.jnp_points}")
     header = (
         f"{'kind':<12} {'paper':>6} {'sim':>6} {'rast':>6} {'ref':>6} {'total':>6} {'x':>5}"
         f" {'1 core':>7} {'x':>5} {f'{threads} thr':>7} {'x':>5}"
@@ -160,7 +179,9 @@ def main(argv: list[str] | None = None) -> None:
         sim_np, rast_np, rast_ref = time_numpy(kind, masks, n_numpy, rng, repeats)
         one = sum(time_batch(kind, masks, BATCH if not args.quick else 32, rng, repeats, 1))
         many = sum(time_batch(kind, masks, BATCH if not args.quick else 32, rng, repeats, None))
-        sim_j, rast_j = time_jnp(kind, masks, n_unique, rng, repeats)
+        sim_j, rast_j = time_jnp(
+            kind, masks, n_unique, rng, repeats, args.jnp_batch, args.jnp_points
+        )
         total_np, total_j = sim_np + rast_np, sim_j + rast_j
         paper = PAPER_MS[kind]
         batch_speedups[kind.name] = paper / many

@@ -21,6 +21,7 @@ from dig_jax.outputs import check_out_dir, record_written
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 PAPER_ATTACK_STEPS = 50  # BREPS: Adam steps per attack
 QUICK_ATTACK_STEPS = 20
+CHECKPOINT_ENV = "DIG_JAX_CHECKPOINT"
 
 
 def quick_mode() -> bool:
@@ -32,6 +33,16 @@ def quick_mode() -> bool:
 def notebook_attack_steps() -> int:
     """Attack steps of notebooks 05 and 06: the paper's 50, or 20 in `quick_mode()`."""
     return QUICK_ATTACK_STEPS if quick_mode() else PAPER_ATTACK_STEPS
+
+
+def notebook_checkpoint(kind: str = "gesture") -> Path | None:
+    """The segmenter a notebook runs: the file named by `DIG_JAX_CHECKPOINT` when it is set (the
+    test suite's tiny random model; not checked here, loading a missing file fails), else the
+    shipped `kind` checkpoint (`dig_jax.paths.shipped_checkpoint`), else None."""
+    from dig_jax.paths import shipped_checkpoint
+
+    named = os.environ.get(CHECKPOINT_ENV)
+    return Path(named) if named else shipped_checkpoint(kind)
 
 
 def synthetic_scene(seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -22,9 +22,10 @@
 # (Table 7), with a qualitative figure (each gesture kind → each predictor's mask).
 #
 # Results: the folder named by `DIG_JAX_RESULTS` (what `make evaluate` writes, e.g.
-# `results/eval`). Without it the notebook evaluates the shipped checkpoint and the filled-
-# gesture peer on a tiny subset itself (2 photos, NoG capped at 5 gestures), so that it runs
-# anywhere in a minute or two — those numbers only show the layout, not the models' quality.
+# `results/eval`). Without it the notebook evaluates the shipped checkpoint (or the segmenter
+# named by `DIG_JAX_CHECKPOINT`: the test suite's tiny random one) and the filled-gesture peer
+# on a tiny subset itself (2 photos, NoG capped at 5 gestures), so that it runs anywhere in a
+# minute or two — those numbers only show the layout, not the models' quality.
 #
 # What differs from the paper's protocol: DIG trains and tests on COCO + LVIS at 512 px; here
 # the shipped models are trained offline on COCO-MVal + BSDS500 regions (see
@@ -46,7 +47,8 @@ from dig_jax.evaluation.gallery import save_prediction_gallery
 from dig_jax.evaluation.peers import peer_predictor
 from dig_jax.evaluation.protocol import load_dataset
 from dig_jax.evaluation.tables import all_tables, kind_table, nog_table
-from dig_jax.paths import has_data, shipped_checkpoint
+from dig_jax.notebooks import notebook_checkpoint
+from dig_jax.paths import checkpoint_name, has_data
 
 # %% [markdown]
 # ## Results
@@ -58,7 +60,7 @@ if results_dir and (Path(results_dir) / "metrics.json").is_file():
 else:
     results_dir = tempfile.mkdtemp(prefix="dig_tables_")
     dataset = "grabcut[0:2]" if has_data("grabcut") else "procedural:2:7"
-    checkpoint = shipped_checkpoint("gesture")
+    checkpoint = notebook_checkpoint()
     predictors = ",".join([str(checkpoint)] * (checkpoint is not None) + ["filled"])
     argv = ["--predictor", predictors, "--datasets", dataset, "--out", results_dir,
             "--modes", "creation,refinement,multi_region", "--nog-kinds", "click,mixed",
@@ -119,14 +121,14 @@ print(text[:600], "...")
 spec = next(iter(payload["evals"]["dig"]["datasets"])) if "dig" in payload["evals"] else None
 spec = spec or ("grabcut[0:2]" if has_data("grabcut") else "procedural:2:7")
 samples = list(evaluation_samples(load_dataset(spec)[:2], modes=("creation",)))
-checkpoint = shipped_checkpoint("gesture")
+checkpoint = notebook_checkpoint()
 figure_predictors = {"filled": peer_predictor("filled")}
 if checkpoint is not None:
     from dig_jax import load_segmenter
     from dig_jax.evaluation import segmenter_predictor
 
-    figure_predictors = {checkpoint.stem: segmenter_predictor(load_segmenter(checkpoint)),
-                         **figure_predictors}  # fmt: skip
+    model = segmenter_predictor(load_segmenter(checkpoint))
+    figure_predictors = {checkpoint_name(checkpoint): model, **figure_predictors}
 path = save_prediction_gallery(samples, figure_predictors, Path(results_dir) / "qualitative.png",
                                photos=2)  # fmt: skip
 plt.figure(figsize=(14, 8))

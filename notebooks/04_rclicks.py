@@ -23,8 +23,9 @@
 # learned clickability model trained on clicks drawn from a known map.
 #
 # Photos: the first GrabCut instances when `dig_jax.paths.data_root()` holds them, else
-# procedural scenes. Model: `checkpoints/lite_iterative_offline.digjax` when present, else
-# `checkpoints/hrnet_dataaug_offline.digjax`, else a transparent disc stand-in.
+# procedural scenes. Model: the segmenter named by `DIG_JAX_CHECKPOINT` (the test suite's tiny
+# random one), else the shipped one (`checkpoints/lite_iterative_offline.digjax` when present,
+# else `checkpoints/hrnet_dataaug_offline.digjax`), else a transparent disc stand-in.
 
 # %%
 import time
@@ -38,7 +39,8 @@ import dig_jax
 from dig_jax.evaluation import SkipLog, segmenter_predictor
 from dig_jax.evaluation.protocol import load_dataset, nog_items
 from dig_jax.metrics.rclicks import rclicks_table
-from dig_jax.paths import has_data, shipped_checkpoint
+from dig_jax.notebooks import notebook_checkpoint, quick_mode
+from dig_jax.paths import checkpoint_name, has_data
 from dig_jax.robustness.rclicks import (
     BASELINE,
     baseline_click,
@@ -55,7 +57,8 @@ from dig_jax.robustness.rclicks import (
 from dig_jax.robustness.rclicks.figures import groups_figure
 from dig_jax.robustness.rclicks.train import TrainingExample
 
-N_INSTANCES, CLICKS, MAX_SIDE = 2, 10, 240  # a tiny subset; the CLI runs 20 clicks
+N_INSTANCES, MAX_SIDE = 2, 240  # a tiny subset
+CLICKS = 5 if quick_mode() else 10  # the CLI runs 20; 5 in DIG_JAX_QUICK runs (tests)
 ROOT = Path(dig_jax.__file__).resolve().parents[1]
 spec = "grabcut" if has_data("grabcut") else "procedural:4"
 items = nog_items(load_dataset(spec, size=240), MAX_SIDE, SkipLog())[:N_INSTANCES]
@@ -123,10 +126,10 @@ print(f"baseline first click: x={click.x:.0f}, y={click.y:.0f}, positive={click.
 # the previous mask. All trajectories of a round go to the model in one call.
 
 # %%
-checkpoint = shipped_checkpoint("gesture")
+checkpoint = notebook_checkpoint()
 if checkpoint is not None:
     predict = segmenter_predictor(dig_jax.load_segmenter(checkpoint), batch_size=8)
-    label = checkpoint.stem
+    label = checkpoint_name(checkpoint)
 else:  # a transparent stand-in: add / remove a 12 px disc at the click
 
     def predict(samples):

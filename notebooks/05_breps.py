@@ -42,7 +42,12 @@ from matplotlib.patches import Rectangle
 from dig_jax.gestures import GestureKind, simulate_creation
 from dig_jax.metrics import box_iou, ciou_loss
 from dig_jax.metrics.breps import breps_metrics, breps_table
-from dig_jax.notebooks import PAPER_ATTACK_STEPS, first_instances, notebook_attack_steps
+from dig_jax.notebooks import (
+    PAPER_ATTACK_STEPS,
+    first_instances,
+    notebook_attack_steps,
+    quick_mode,
+)
 from dig_jax.paths import data_root, shipped_checkpoint
 from dig_jax.robustness.breps import attack_lr, breps_attack_batch, realism_logpdf, soft_box_fill
 from dig_jax.robustness.breps.heatmap import box_heatmap, boxes_iou, plot_heatmap
@@ -55,9 +60,14 @@ from dig_jax.robustness.breps.mala import (
 from dig_jax.robustness.breps.prepare import zoom_instance
 from dig_jax.robustness.breps.prompt_attack import prompt_attack_batch
 
-SIZE, N_INSTANCES = 128, 3
-# The paper's 50 Adam steps per attack; `DIG_JAX_QUICK=1` (the test suite's notebook run, on
-# 2 CPU cores) takes 20, which shows the same curves' first part but not where they settle.
+QUICK = quick_mode()
+# `DIG_JAX_QUICK=1` (the test suite's notebook run, on 2 CPU cores) takes 2 instances, as
+# notebook 06 does (the same attack shapes: its compiles come from the shared compile cache),
+# and a 7 x 7 heatmap instead of 13 x 13.
+SIZE, N_INSTANCES = 128, 2 if QUICK else 3
+SCALES = tuple(np.linspace(0.6, 1.4, 7 if QUICK else 13))  # heatmap: 60 %-140 % of the tight box
+# The paper's 50 Adam steps per attack; quick mode takes 20, which shows the same curves'
+# first part but not where they settle.
 STEPS = notebook_attack_steps()
 print(f"{STEPS} attack steps" + ("" if STEPS == PAPER_ATTACK_STEPS else
       f" (quick mode, DIG_JAX_QUICK: the paper runs {PAPER_ATTACK_STEPS})"))  # fmt: skip
@@ -131,7 +141,7 @@ heat = box_heatmap(
     gts[0],
     bounds=bounds[0],
     chunk=32,
-    scales=tuple(np.linspace(0.6, 1.4, 13)),
+    scales=SCALES,
 )
 plot_heatmap(heat, title="IoU of centred boxes, instance 0")
 plt.show()
@@ -208,8 +218,8 @@ scale = np.sqrt((tight0[2] - tight0[0]) * (tight0[3] - tight0[1]))
 jitter = tight0 + rng.uniform(-0.15, 0.15, (300, 4)) * scale
 stat, p = energy_test(box_features(sampled[::2], tight0), box_features(jitter, tight0), rng, 199)
 print(f"energy test MALA vs uniform jitter: E = {stat:.4f}, p = {p:.3f}")
-seg_iou = boxes_iou(
-    predict, encode_box, images[0], gts[0], sampled[::2], chunk=50, bounds=bounds[0]
+seg_iou = boxes_iou(  # chunks of 32 boxes, as the heatmap's: the same compiled forward
+    predict, encode_box, images[0], gts[0], sampled[::2], chunk=32, bounds=bounds[0]
 )
 quality = np.asarray(box_iou(sampled[::2], tight0))
 print("box quality vs segmentation IoU:", quality_correlations(quality, seg_iou))

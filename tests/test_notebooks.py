@@ -26,7 +26,8 @@ def test_notebook_runs(path: Path, tmp_path: Path, tiny_checkpoint: Path, monkey
     monkeypatch.setenv("DIG_JAX_FIGURES", str(tmp_path / "figures"))  # not into the checkout
     for name in ("DIG_JAX_BEFORE", "DIG_JAX_AFTER"):  # notebook 06: the tiny one for both
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("DIG_JAX_QUICK", "1")  # 05, 06: 20 attack steps, not the paper's 50
+    # quick_mode(): fewer instances, steps, clicks and heatmap cells (01, 04, 05, 06)
+    monkeypatch.setenv("DIG_JAX_QUICK", "1")
     # The kernel shares the suite's persistent compile cache: a warm run skips its compiles.
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", jax.config.jax_compilation_cache_dir)
     monkeypatch.setenv(
@@ -46,6 +47,21 @@ def test_attack_steps_are_the_papers_unless_quick(monkeypatch):
     assert notebook_attack_steps() == 50 and not quick_mode()
     monkeypatch.setenv("DIG_JAX_QUICK", "1")
     assert notebook_attack_steps() == 20 and quick_mode()
+
+
+def test_notebook_checkpoint_is_the_named_file_else_the_shipped_one(tmp_path, monkeypatch):
+    from dig_jax.notebooks import CHECKPOINT_ENV, notebook_checkpoint
+    from dig_jax.paths import shipped_checkpoint
+
+    monkeypatch.setenv(CHECKPOINT_ENV, str(tmp_path / "tiny.digjax"))
+    assert notebook_checkpoint() == tmp_path / "tiny.digjax"
+    for value in (None, ""):
+        if value is None:
+            monkeypatch.delenv(CHECKPOINT_ENV)
+        else:
+            monkeypatch.setenv(CHECKPOINT_ENV, value)
+        assert notebook_checkpoint() == shipped_checkpoint("gesture")
+        assert notebook_checkpoint("context") == shipped_checkpoint("context")
 
 
 def test_first_instances_fall_back_to_synthetic_scenes(tmp_path, monkeypatch):

@@ -264,11 +264,15 @@ def train_clickability(
     step_fn, tx = clickability_step(model.features, steps, batch_size, lr, flip)
     # One compiled step per call from the host, not lax.scan: on CPU XLA lowers convolutions
     # inside a loop body to its generic convolution, 20x slower here (`benchmarks/rclicks.py`).
-    step = jax.jit(lambda carry, xs, ts, k: step_fn(xs, ts, carry, k), donate_argnums=0)
+    # Step i takes keys[i] inside the jit: iterating over the key array would compile an
+    # `unstack` into `steps` outputs (seconds on CPU) before the first step.
+    step = jax.jit(lambda carry, xs, ts, keys, i: step_fn(xs, ts, carry, keys[i]),
+                   donate_argnums=0)  # fmt: skip
+    keys = jax.random.split(data_key, steps)
     carry = (model.params, tx.init(model.params))
     losses = []
-    for k in tqdm(jax.random.split(data_key, steps), desc="clickability"):
-        carry, loss = step(carry, x_all, t_all, k)
+    for i in tqdm(range(steps), desc="clickability"):
+        carry, loss = step(carry, x_all, t_all, keys, np.int32(i))
         losses.append(loss)
-    params = carry[0]
-    return ClickabilityModel(size, model.features, params), np.asarray(jnp.stack(losses))
+    losses = np.array(jax.device_get(losses), np.float32)  # no compiled `stack` of `steps`
+    return ClickabilityModel(size, model.features, carry[0]), losses
