@@ -158,12 +158,12 @@ def main(argv: list[str] | None = None) -> None:
         "--jnp-points", type=int, default=1, help="pad the jnp path's gestures to >= N points"
     )
     args = parser.parse_args(argv)
+    if args.jnp_batch < 1 or args.jnp_points < 1:
+        parser.error("--jnp-batch and --jnp-points must be >= 1")
     n_numpy, n_unique, repeats = (12, 48, 2) if args.quick else (64, BATCH, 5)
     masks, source = load_masks(50)
     rng = np.random.default_rng(0)
     threads = available_cpus()
-    if args.jnp_batch < 1 or args.jnp_points < 1:
-        parser.error("--jnp-batch and --jnp-points must be >= 1")
     print(f"{source}; jax backend: {jax.default_backend()}; batch {BATCH}; {threads} CPUs")
     print(f"one by one: {n_numpy} gestures per kind; batch path and jnp path: batch {BATCH}")
     if (args.jnp_batch, args.jnp_points) != (BATCH, 1):
