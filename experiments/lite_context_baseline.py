@@ -22,26 +22,14 @@ from __future__ import annotations
 import ml_collections
 
 from dig_jax.paths import CHECKPOINT_DIR
-from dig_jax.train.config import REAL_HELD_OUT, REAL_TRAIN_SOURCES, base_config, with_lite_backbone
+from dig_jax.train.config import base_config, with_lite_backbone, with_real_fine_tune
 
 
 def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
     arg = arg or "demo"
-    real = arg == "offline_real"
     config = with_lite_backbone(base_config(arg.removesuffix("_real")))
     config.model.input_kind = "context"
     config.model.context_encoding = "gesture" if config.variant == "tiny" else "clicks"
-    if real:  # as lite_iterative.py:offline, on the context network
-        config.init_from = str(CHECKPOINT_DIR / "lite_context_baseline_offline.digjax")
-        config.data.sources = REAL_TRAIN_SOURCES
-        config.data.val_sources = REAL_HELD_OUT
-        config.data.focus_prob = 0.5
-        config.iterative.prob = 0.5
-        config.total_steps = 2400
-        config.optim.lr = 5e-4
-        config.optim.warmup_steps = 200
-        config.evals.dig.datasets = REAL_HELD_OUT
-        config.evals.nog.datasets = REAL_HELD_OUT
-        config.evals.nog.kinds = ("click", "tight_lasso", "mixed")
-        config.predict = ml_collections.ConfigDict(dict(focus_pass=True))
+    if arg == "offline_real":  # the default's fine-tune, on the context network
+        with_real_fine_tune(config, str(CHECKPOINT_DIR / "lite_context_baseline_offline.digjax"))
     return config

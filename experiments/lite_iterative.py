@@ -14,15 +14,7 @@ from __future__ import annotations
 import ml_collections
 
 from dig_jax.paths import CHECKPOINT_DIR
-from dig_jax.train.config import (
-    REAL_HELD_OUT,
-    REAL_TRAIN_SOURCES,
-    base_config,
-    with_lite_backbone,
-)
-
-TRAIN_SOURCES = REAL_TRAIN_SOURCES
-HELD_OUT = REAL_HELD_OUT
+from dig_jax.train.config import base_config, with_lite_backbone, with_real_fine_tune
 
 
 def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
@@ -30,17 +22,6 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
     config.data.multi_region_prob = 0.2
     config.iterative.prob = 0.5
     config.data.focus_prob = 0.5  # creation clicks cropped as the focus pass sees them
-    if config.variant == "offline":
-        config.init_from = str(CHECKPOINT_DIR / "lite_dataaug_offline.digjax")
-        config.data.sources = TRAIN_SOURCES
-        config.data.val_sources = HELD_OUT
-        config.total_steps = 2400  # the shipped run's budget (checkpoints/README.md)
-        config.optim.lr = 5e-4
-        config.optim.warmup_steps = 200
-        config.evals.dig.datasets = HELD_OUT
-        config.evals.nog.datasets = HELD_OUT
-        config.evals.nog.kinds = ("click", "tight_lasso", "mixed")
-        # predict reruns a creation prompt whose zoom box is the whole photo (a click) on its
-        # first mask's box: chosen on the held-out slices (docs/model_quality.md)
-        config.predict = ml_collections.ConfigDict(dict(focus_pass=True))
+    if config.variant == "offline":  # the shipped run's budget (checkpoints/README.md)
+        with_real_fine_tune(config, str(CHECKPOINT_DIR / "lite_dataaug_offline.digjax"))
     return config

@@ -207,6 +207,30 @@ def size_variant(variant: str) -> str:
     return "paper" if variant in ACCELERATORS else variant
 
 
+def with_real_fine_tune(
+    config: ml_collections.ConfigDict, init_from: str, steps: int = 2400
+) -> ml_collections.ConfigDict:
+    """The shipped default's fine-tune, in place: from the checkpoint `init_from`, `steps` steps on
+    every real source (REAL_TRAIN_SOURCES) with iterative sampling (p = 0.5), focus crops
+    (p = 0.5), lr 5e-4 with 200 warm-up steps, validation and final evaluators on the held-out
+    slices, and the focus pass at inference (`experiments/lite_iterative.py`)."""
+    config.init_from = init_from
+    config.data.sources = REAL_TRAIN_SOURCES
+    config.data.val_sources = REAL_HELD_OUT
+    config.data.focus_prob = 0.5
+    config.iterative.prob = 0.5
+    config.total_steps = steps
+    config.optim.lr = 5e-4
+    config.optim.warmup_steps = 200
+    config.evals.dig.datasets = REAL_HELD_OUT
+    config.evals.nog.datasets = REAL_HELD_OUT
+    config.evals.nog.kinds = ("click", "tight_lasso", "mixed")
+    # predict reruns a creation prompt whose zoom box is the whole photo (a click) on its first
+    # mask's box: chosen on the held-out slices (docs/model_quality.md)
+    config.predict = ml_collections.ConfigDict(dict(focus_pass=True))
+    return config
+
+
 def with_lite_backbone(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     """Switch to EfficientNet-Lite0 with ImageNet features (except `tiny`, which starts from
     random weights to stay fast), a light FPN decoder and a stride-2 refinement, in place.
