@@ -30,7 +30,6 @@
 # (`zoom_instance`), as `python -m dig_jax.attack` does; `bounds` are the photo's extent there.
 
 # %%
-import os
 from pathlib import Path
 
 import jax
@@ -46,9 +45,10 @@ from dig_jax.notebooks import (
     PAPER_ATTACK_STEPS,
     first_instances,
     notebook_attack_steps,
+    notebook_checkpoint,
     quick_mode,
 )
-from dig_jax.paths import data_root, shipped_checkpoint
+from dig_jax.paths import data_root
 from dig_jax.robustness.breps import attack_lr, breps_attack_batch, realism_logpdf, soft_box_fill
 from dig_jax.robustness.breps.heatmap import box_heatmap, boxes_iou, plot_heatmap
 from dig_jax.robustness.breps.mala import (
@@ -76,7 +76,7 @@ print(f"{STEPS} attack steps" + ("" if STEPS == PAPER_ATTACK_STEPS else
 # ## Model and data
 
 # %%
-checkpoint = os.environ.get("DIG_JAX_CHECKPOINT") or shipped_checkpoint("gesture")
+checkpoint = notebook_checkpoint()
 if checkpoint and Path(checkpoint).is_file():
     from dig_jax import load_segmenter
     from dig_jax.prompts.soft import points_encoder

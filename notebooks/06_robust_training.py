@@ -53,6 +53,7 @@ from dig_jax.notebooks import (
     PAPER_ATTACK_STEPS,
     first_instances,
     notebook_attack_steps,
+    notebook_checkpoint,
     quick_mode,
 )
 from dig_jax.paths import (
@@ -60,7 +61,6 @@ from dig_jax.paths import (
     checkpoint_name,
     data_root,
     figures_dir,
-    shipped_checkpoint,
 )
 from dig_jax.robustness.breps import (
     BREPS_GAMMA,
@@ -90,7 +90,7 @@ print(f"{STEPS} attack steps, {CLICKS} clicks" + (QUICK_NOTE if QUICK else ""))
 # %%
 ROBUST_CHECKPOINT = CHECKPOINT_DIR / "lite_robust_offline.digjax"  # experiments/lite_robust.py
 single = os.environ.get("DIG_JAX_CHECKPOINT")
-before_path = os.environ.get("DIG_JAX_BEFORE") or single or shipped_checkpoint("gesture")
+before_path = os.environ.get("DIG_JAX_BEFORE") or notebook_checkpoint()
 after_path = os.environ.get("DIG_JAX_AFTER") or single or ROBUST_CHECKPOINT
 if not before_path or not Path(before_path).is_file():
     raise FileNotFoundError(
