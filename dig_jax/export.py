@@ -180,12 +180,11 @@ class LoadedSegmenter:
         self.variables = jax.tree.map(jnp.asarray, variables)
         self.input_kind: str = config.model.input_kind
         self.size: int = int(config.image_size)
-        # the focus pass after a creation click's whole-image run (`prompts.refocus_box`)
         # trained in the paper mode: the whole photo resized, no zoom-in and no focus pass
         self.paper_mode: bool = bool(config.get("data", {}).get("paper_mode", False))
-        self.focus_pass: bool = not self.paper_mode and bool(
-            config.get("predict", {}).get("focus_pass", False)
-        )
+        # a whole-image creation's working size and focus pass (`prompts.Passes`)
+        self.passes = prompts.Passes.from_config(config, self.paper_mode)
+        self.focus_pass: bool = self.passes.focus
         self._logits_fn = self._make_logits_fn()
         # XLA options for its jits (and for callers that jit `predict_logits_fn` themselves)
         self.compiler_options: dict[str, str] = predict_compiler_options()
@@ -254,16 +253,18 @@ class LoadedSegmenter:
         return prompts.crop_prompt(image, gesture_map, prev, box, self.size), box, image.shape[:2]
 
     def _run(self, image, gesture_map, prev_mask, context, kind, heads: bool = False):
-        """The one path of every prediction: check, zoom, one network run on the crop.
-        Returns (network outputs with crop logits "mask" f32[S, S], crop, box, prev, shape)."""
+        """The one path of every prediction: check, zoom, a network run on the crop (and the
+        focus pass's second one: `prompts.Passes`). Returns (network outputs with crop logits
+        "mask" f32[s, s] at the last run's size s, crop, box, prev, shape)."""
         if kind is not None and int(kind) not in set(GestureKind):
             raise ValueError(f"kind must be a GestureKind code 0..4 or None, got {kind!r}")
         image, gesture_map, prev = prompts.check_prompt(image, gesture_map, prev_mask)
         box = prompts.prompt_box(gesture_map, prev, self.size, self.paper_mode)
-        crop = prompts.crop_prompt(image, gesture_map, prev, box, self.size)
+        size = self.passes.first_size(prev, box, image.shape[:2])
+        crop = prompts.crop_prompt(image, gesture_map, prev, box, size)
         out = self._network(crop, context, kind, heads)
         focus = (
-            prompts.refocus_box(gesture_map, prev, box, out["mask"], image.shape[:2])
+            prompts.refocus_box(gesture_map, prev, box, out["mask"], image.shape[:2], self.size)
             if self.focus_pass
             else None
         )

@@ -7,6 +7,10 @@ CamVid train, feral cats train and procedural scenes (docs/data.md), with half o
 run through the current model 1-3 times first (2400 steps of batch 8 at 224²). Validation: the
 held-out slice of each real source. Variants: offline, demo (default: procedural scenes, a few
 minutes), tiny (tests).
+
+`offline_long` continues the shipped default on the same data for 4000 more steps (lr 3e-4, 100
+warm-up steps) with the longer iterative schedule of the robust ablation's control (p = 0.6,
+1-4 rounds, clicks aim a third of the corrections; `experiments/lite_robust.py`).
 """
 
 from __future__ import annotations
@@ -16,12 +20,26 @@ import ml_collections
 from dig_jax.paths import CHECKPOINT_DIR
 from dig_jax.train.config import base_config, with_lite_backbone, with_real_fine_tune
 
+LONG_STEPS = 4000
+
 
 def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
-    config = with_lite_backbone(base_config(arg or "demo"))
+    arg = arg or "demo"
+    long = arg == "offline_long"
+    config = with_lite_backbone(base_config("offline" if long else arg))
     config.data.multi_region_prob = 0.2
     config.iterative.prob = 0.5
     config.data.focus_prob = 0.5  # creation clicks cropped as the focus pass sees them
-    if config.variant == "offline":  # the shipped run's budget (checkpoints/README.md)
+    if long:
+        with_real_fine_tune(
+            config, str(CHECKPOINT_DIR / "lite_iterative_offline.digjax"), steps=LONG_STEPS
+        )
+        config.optim.lr = 3e-4
+        config.optim.warmup_steps = 100
+        config.checkpoint.save_every = 250
+        config.iterative.prob = 0.6
+        config.iterative.max_steps = 4
+        config.iterative.kinds = (0, 0, 1, 2, 3, 4)  # clicks aim a third of the corrections
+    elif config.variant == "offline":  # the shipped run's budget (checkpoints/README.md)
         with_real_fine_tune(config, str(CHECKPOINT_DIR / "lite_dataaug_offline.digjax"))
     return config

@@ -132,46 +132,59 @@ def segmenter_predictor(
             raise FloatingPointError("the segmenter produced NaN/Inf logits (corrupt weights?)")
         return logits
 
-    focus_pass = not paper_mode and bool(
-        segmenter.config.get("predict", {}).get("focus_pass", False)
-    )
+    passes = prompts.Passes.from_config(segmenter.config, paper_mode, segmenter.size)
 
-    def refocused(chunk, batch, places, logits):
-        """The focus pass (`prompts.refocus_box`) for the chunk's creation clicks: their
-        crops, places and logits replaced by a second run on the first mask's box."""
+    def run(chunk, size, boxes=None) -> list[tuple]:
+        """One batched network run: [(crop logits f32[s, s], box, (H, W), prev crop), ...]."""
+        batch, places = zoom_crops(chunk, size, boxes, paper_mode=paper_mode)
+        logits = network(batch)
+        return [(logits[i], *places[i], batch["prev_mask"][i]) for i in range(len(chunk))]
+
+    def first_runs(chunk) -> list[tuple]:
+        """Every prompt's first run, grouped by its working size (`prompts.Passes`)."""
+        boxes, sizes = [], []
+        for sample in chunk:
+            prev = sample["prev_mask"] if bool(sample["has_prev"]) else None
+            image, gesture, prev = prompts.check_prompt(sample["image"], sample["gesture"], prev)
+            box = prompts.prompt_box(gesture, prev, passes.size, paper_mode)
+            boxes.append(box)
+            sizes.append(passes.first_size(prev, box, image.shape[:2]))
+        results = [None] * len(chunk)
+        for size in sorted(set(sizes)):
+            idx = [i for i, s in enumerate(sizes) if s == size]
+            done = run([chunk[i] for i in idx], size, [boxes[i] for i in idx])
+            for i, result in zip(idx, done, strict=True):
+                results[i] = result
+        return results
+
+    def refocused(chunk, results) -> list[tuple]:
+        """The focus pass (`prompts.refocus_box`) for the chunk's whole-image creations: their
+        results replaced by a second run at the working size on the first mask's box."""
         boxes = {}
-        for i, (box, shape) in enumerate(places):
+        for i, (logits, box, shape, _) in enumerate(results):
             prev = chunk[i]["prev_mask"] if bool(chunk[i]["has_prev"]) else None
-            focus = prompts.refocus_box(chunk[i]["gesture"], prev, box, logits[i], shape)
+            focus = prompts.refocus_box(chunk[i]["gesture"], prev, box, logits, shape, passes.size)
             if focus is not None:
                 boxes[i] = focus
         if not boxes:
-            return batch, places, logits
-        again, _ = zoom_crops([chunk[i] for i in boxes], segmenter.size, list(boxes.values()))
-        second = network(again)
-        batch = {key: np.array(value) for key, value in batch.items()}
-        places, logits = list(places), np.array(logits)
-        for j, i in enumerate(boxes):
-            for key in batch:
-                batch[key][i] = again[key][j]
-            places[i] = (boxes[i], places[i][1])
-            logits[i] = second[j]
-        return batch, places, logits
+            return results
+        again = run([chunk[i] for i in boxes], passes.size, list(boxes.values()))
+        results = list(results)
+        for i, result in zip(boxes, again, strict=True):
+            results[i] = result
+        return results
 
     def predict(samples: Sequence[dict[str, Any]]) -> list[np.ndarray]:
         masks = []
         for start in range(0, len(samples), batch_size):
             chunk = samples[start : start + batch_size]
-            batch, places = zoom_crops(chunk, segmenter.size, paper_mode=paper_mode)
-            logits = network(batch)
-            if focus_pass:
-                batch, places, logits = refocused(chunk, batch, places, logits)
-            for i, (crop_logits, (box, shape)) in enumerate(zip(logits, places, strict=True)):
-                keep = bool(chunk[i]["has_prev"]) and not paper_mode
-                prev = chunk[i]["prev_mask"] if keep else None
-                masks.append(
-                    prompts.paste_mask(crop_logits, box, shape, prev, batch["prev_mask"][i])
-                )
+            results = first_runs(chunk)
+            if passes.focus:
+                results = refocused(chunk, results)
+            for sample, (crop_logits, box, shape, prev_crop) in zip(chunk, results, strict=True):
+                keep = bool(sample["has_prev"]) and not paper_mode
+                prev = sample["prev_mask"] if keep else None
+                masks.append(prompts.paste_mask(crop_logits, box, shape, prev, prev_crop))
         return masks
 
     return predict

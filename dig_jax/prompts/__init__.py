@@ -29,6 +29,7 @@ from dig_jax.prompts.zoom import (
     MIN_SIDE_FRACTION,
     OUTSIDE_LOGIT,
     PAD_RGB,
+    Passes,
     ZoomBox,
     check_prompt,
     crop_gesture,
@@ -47,6 +48,7 @@ from dig_jax.prompts.zoom import (
     refocus_box,
     warp,
     whole_image_box,
+    whole_image_creation,
     zoom_box,
     zoom_sample,
 )
@@ -63,6 +65,7 @@ __all__ = [
     "MIN_SIDE_FRACTION",
     "OUTSIDE_LOGIT",
     "PAD_RGB",
+    "Passes",
     "ZoomBox",
     "apply_context_strategy",
     "batch_to_input",
@@ -92,6 +95,7 @@ __all__ = [
     "refocus_box",
     "warp",
     "whole_image_box",
+    "whole_image_creation",
     "zoom_box",
     "zoom_sample",
 ]

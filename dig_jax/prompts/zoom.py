@@ -13,8 +13,9 @@ image's long side; parts outside the image are padded (`PAD_RGB`, no gesture, no
 computed there), `crop_sample` does the same to a training sample (targets: void outside the
 image), `paste_logits` maps S×S logits back onto the photo (background outside the box) and
 `paste_mask` makes the mask, keeping the previous mask's own pixels where the model kept them.
-A creation prompt's whole-image run (a click's) may be followed by a focus pass on the box of its
-first mask (`refocus_box`; a segmenter's `config.predict.focus_pass`).
+A creation prompt's whole-image run (a click's) may run at a larger working size
+(`config.predict.whole_image_size`) and be followed by a focus pass on the box of its first mask
+(`refocus_box`; `config.predict.focus_pass`); `Passes` reads both from a segmenter's config.
 Training samples go through the same boxes (`jitter_box` adds scale/shift noise), so training
 and use agree. Used by training, `predict`, evaluation, attacks and the demo.
 """
@@ -359,20 +360,67 @@ def focus_box(gesture_map: Any, mask: Any, size: int) -> ZoomBox | None:
     return fit_box((x1 + x2) / 2, (y1 + y2) / 2, side, mask.shape, size)
 
 
+def whole_image_creation(prev_mask: Any, box: ZoomBox, shape: tuple[int, int]) -> bool:
+    """True for a creation prompt (no previous mask) whose zoom box is the whole photo (H, W):
+    a click, which says nothing about extent, or a stroke whose guessed box covers the photo."""
+    return prev_mask is None and box == whole_image_box(shape)
+
+
 def refocus_box(
-    gesture_map: Any, prev_mask: Any, box: ZoomBox, logits: np.ndarray, shape: tuple[int, int]
+    gesture_map: Any,
+    prev_mask: Any,
+    box: ZoomBox,
+    logits: np.ndarray,
+    shape: tuple[int, int],
+    size: int | None = None,
 ) -> ZoomBox | None:
     """The focus pass (FocalClick's idea, with the same network): a creation prompt whose zoom
-    box was the whole image (a click, which says nothing about extent, or a stroke whose guessed
-    box covers the photo) is run a second time on `focus_box` of the first run's mask, when
-    that box is smaller than the first. None when no second run is due. `logits`: the first
-    run's S×S crop logits; `shape`: the photo's (H, W)."""
-    if prev_mask is not None or box != whole_image_box(shape):
+    box was the whole image (`whole_image_creation`) is run a second time on `focus_box` of the
+    first run's mask, when that box is smaller than the first. None when no second run is due.
+    `logits`: the first run's crop logits (any square size); `shape`: the photo's (H, W);
+    `size`: the second run's working size (default: the logits' size)."""
+    if not whole_image_creation(prev_mask, box, shape):
         return None
-    size = logits.shape[0]
+    size = logits.shape[0] if size is None else size
     mask = paste_logits(logits, box, shape) > 0
     focus = focus_box(gesture_map, mask, size)
     return focus if focus is not None and focus.side < 0.9 * box.side else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Passes:
+    """How a segmenter runs a prompt: at working size `size`, except a whole-image creation
+    (`whole_image_creation`) whose first run is at `whole_size` (its object is small in a
+    `size` px view of the whole photo), then, with `focus`, once more at `size` on its first
+    mask's box (`refocus_box`). Read from a segmenter config by `from_config`."""
+
+    size: int
+    whole_size: int
+    focus: bool = False
+
+    @classmethod
+    def from_config(cls, config: Any, paper_mode: bool = False, size: int | None = None) -> Passes:
+        """From `config.predict` (`focus_pass`, `whole_image_size`: 0 or absent = the working
+        size) and the working size `size` (default `config.image_size`); paper mode runs one
+        pass at the working size. ValueError on a whole-image size that is not a positive
+        multiple of 32."""
+        size = int(config["image_size"] if size is None else size)
+        options = config.get("predict", None) or {}
+        whole = options.get("whole_image_size", 0) or size
+        if isinstance(whole, bool) or not isinstance(whole, int) or whole < 32 or whole % 32:
+            raise ValueError(
+                "predict.whole_image_size must be 0 or a positive multiple of 32 (px), "
+                f"got {whole!r}"
+            )
+        if paper_mode:
+            return cls(size, size, False)
+        return cls(size, int(whole), bool(options.get("focus_pass", False)))
+
+    def first_size(self, prev_mask: Any, box: ZoomBox, shape: tuple[int, int]) -> int:
+        """The working size of a prompt's first run (its zoom `box` on a photo of `shape`)."""
+        if self.whole_size != self.size and whole_image_creation(prev_mask, box, shape):
+            return self.whole_size
+        return self.size
 
 
 def zoom_sample(

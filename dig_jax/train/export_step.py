@@ -6,7 +6,11 @@ python -m dig_jax.train.export_step workdirs/lite_dataaug_offline [--step 12000]
 Reads `<workdir>/config.json` and the orbax checkpoint of `--step` (default: the newest),
 and writes params + BatchNorm statistics with the config, as the end of training does.
 `--set KEY=VALUE` (repeatable; VALUE is JSON, else a string) changes an inference setting of
-the exported config, e.g. the focus pass of `predict`.
+the exported config, e.g. the focus pass of `predict`. A segmenter file in place of the workdir
+is written again to `--out` with the settings applied (the same weights):
+
+python -m dig_jax.train.export_step checkpoints/lite_iterative_offline.digjax --out F.digjax \
+    --set predict.whole_image_size=320
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 
 import jax
 import ml_collections
+import numpy as np
 
 from dig_jax.export import save_segmenter
 from dig_jax.models.interactive import build_segmenter
@@ -88,6 +93,23 @@ def export_step(
     return save_segmenter(out, restored.variables, config), step
 
 
+def resave_segmenter(source: str | Path, out: str | Path, settings: dict[str, object]) -> Path:
+    """Write the segmenter file `source` again as `out` (another path) with `settings` applied
+    to its config: the same weights with other inference settings (e.g.
+    `predict.whole_image_size`). ValueError for a bad source or `out` = `source`."""
+    from dig_jax.export import LoadedSegmenter, load_segmenter
+
+    source, out = Path(source), Path(out)
+    if out.absolute() == source.absolute():
+        raise ValueError(f"--out {out} is the source file; name another file")
+    segmenter = load_segmenter(source)  # checks the file, its config and its weights
+    config = ml_collections.ConfigDict(segmenter.config.to_dict())
+    apply_settings(config, settings)
+    LoadedSegmenter(config, segmenter.variables)  # the new settings must load
+    variables = jax.tree.map(np.asarray, segmenter.variables)
+    return save_segmenter(out, variables, config)
+
+
 def check_export_target(out: str | Path) -> None:
     """ValueError unless `out` is free, or an earlier segmenter file (which it may replace):
     a folder or any other file of the user's is never overwritten."""
@@ -106,7 +128,7 @@ def check_export_target(out: str | Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("workdir")
+    parser.add_argument("workdir", help="training workdir, or a .digjax file to re-save")
     parser.add_argument("--step", type=int, default=None)
     parser.add_argument("--out", default=None)
     parser.add_argument("--set", action="append", default=[], help="KEY=VALUE in the config")
@@ -115,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         settings = dict(parse_setting(text) for text in args.set)
         if args.out:
             check_export_target(args.out)
+        if Path(args.workdir).is_file():  # a segmenter file: the same weights, new settings
+            if not args.out or args.step is not None:
+                raise ValueError("a segmenter file as source needs --out and takes no --step")
+            print(f"wrote {resave_segmenter(args.workdir, args.out, settings)}")
+            return 0
         path, step = export_step(args.workdir, args.step, args.out, settings)
     except ValueError as error:
         parser.error(str(error))

@@ -203,3 +203,44 @@ def test_loaded_segmenter_takes_the_same_focus_pass(tiny_checkpoint, monkeypatch
     assert len(boxes) in (1, 2)  # a second run exactly when the first mask gives a box
     first = seg.predict_logits(sample["image"], sample["gesture"])
     assert first.shape == (60, 90)
+
+
+def test_whole_image_creations_run_first_at_the_whole_image_size():
+    seg, seen = recording_segmenter("gesture")
+    seg.config.predict = {"focus_pass": True, "whole_image_size": 2 * SIZE}
+    samples = tiny_samples(120, 180)
+    masks = segmenter_predictor(seg, batch_size=2)(samples)
+    # the rectangle at S, the click at 2S, then the click's focus pass at S
+    assert [x.shape[:3] for x in seen] == [(1, SIZE, SIZE), (1, 2 * SIZE, 2 * SIZE),
+                                           (1, SIZE, SIZE)]  # fmt: skip
+    shape, whole = (120, 180), prompts.whole_image_box((120, 180))
+    click = prompts.crop_prompt(samples[1]["image"], samples[1]["gesture"], None, whole, 2 * SIZE)
+    np.testing.assert_array_equal(seen[1][0, ..., 3], click["gesture"])
+    first = prompts.paste_logits(seen[1][0, ..., 3] - 0.5, whole, shape) > 0
+    focus = prompts.focus_box(samples[1]["gesture"], first, SIZE)
+    again = prompts.crop_prompt(samples[1]["image"], samples[1]["gesture"], None, focus, SIZE)
+    np.testing.assert_array_equal(seen[2][0, ..., 3], again["gesture"])
+    assert [m.shape for m in masks] == [shape, shape]
+    overlap = (masks[1] & samples[1]["gesture"]).sum() / samples[1]["gesture"].sum()
+    assert overlap > 0.8
+
+
+def test_loaded_segmenter_runs_whole_image_creations_as_the_predictor_does(tiny_checkpoint):
+    import dig_jax
+    from dig_jax.export import LoadedSegmenter
+
+    loaded = dig_jax.load_segmenter(tiny_checkpoint)
+    config = ml_collections.ConfigDict(loaded.config.to_dict())
+    config.predict = {"focus_pass": True, "whole_image_size": 2 * loaded.size}
+    seg = LoadedSegmenter(config, loaded.variables)
+    sizes = []
+    original = seg._network
+    seg._network = lambda crop, *a: sizes.append(crop["image"].shape[0]) or original(crop, *a)
+    samples = tiny_samples(120, 180)  # the rectangle's zoom box is not the whole photo
+    masks = segmenter_predictor(seg, batch_size=2)(samples)
+    for sample, mask in zip(samples, masks, strict=True):
+        sizes.clear()
+        np.testing.assert_array_equal(seg.predict(sample["image"], sample["gesture"]), mask)
+        whole = sample["gesture_kind"] == GestureKind.CLICK
+        assert sizes[0] == (2 * seg.size if whole else seg.size)
+        assert sizes[1:] in ([], [seg.size])  # the focus pass at the working size

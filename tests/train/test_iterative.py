@@ -106,8 +106,11 @@ def test_bad_iterative_fields_are_named(field, value, message):
 
 def test_lite_iterative_variants_validate():
     path = ROOT / "experiments" / "lite_iterative.py"
-    for variant in ("offline", "demo", "tiny"):
+    for variant in ("offline", "offline_long", "demo", "tiny"):
         validate_config(load_config(f"{path}:{variant}"))
+    long = load_config(f"{path}:offline_long")
+    assert long.init_from.endswith("lite_iterative_offline.digjax")  # continues the default
+    assert long.iterative.kinds.count(0) == 2 and long.total_steps == 4000
 
 
 def test_loop_trains_on_own_masks_starting_from_an_exported_segmenter(tiny_checkpoint, tmp_path):
