@@ -260,7 +260,7 @@ class LoadedSegmenter:
             raise ValueError(f"kind must be a GestureKind code 0..4 or None, got {kind!r}")
         image, gesture_map, prev = prompts.check_prompt(image, gesture_map, prev_mask)
         box = prompts.prompt_box(gesture_map, prev, self.size, self.paper_mode)
-        size = self.passes.first_size(prev, box, image.shape[:2])
+        size = self.passes.first_size(gesture_map, prev)
         crop = prompts.crop_prompt(image, gesture_map, prev, box, size)
         out = self._network(crop, context, kind, heads)
         focus = (

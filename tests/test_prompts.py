@@ -232,17 +232,21 @@ def test_a_click_on_a_huge_photo_survives_the_zoom_out():
             np.testing.assert_array_equal(crop, plain.astype(np.uint8))
 
 
-def test_passes_run_only_whole_image_creations_at_the_whole_image_size():
-    config = {"image_size": 64, "predict": {"focus_pass": True, "whole_image_size": 96}}
+def test_passes_run_only_creation_clicks_at_the_click_size():
+    config = {"image_size": 64, "predict": {"focus_pass": True, "click_size": 96}}
     passes = prompts.Passes.from_config(config)
     assert passes == prompts.Passes(64, 96, True)
     shape = (60, 90)
-    whole = prompts.whole_image_box(shape)
-    assert passes.first_size(None, whole, shape) == 96  # a creation click
-    assert passes.first_size(np.zeros(shape, bool), whole, shape) == 64  # a refinement
-    assert passes.first_size(None, prompts.ZoomBox(0.0, 0.0, 40.0), shape) == 64  # a lasso
+    click = rasterize(Gesture(GestureKind.CLICK, [[45.0, 30.0]], False), shape)
+    lasso = np.zeros(shape, np.uint8)
+    lasso[10:50, 10:80] = 1
+    assert prompts.creation_click(click, None) and not prompts.creation_click(lasso, None)
+    assert passes.first_size(click, None) == 96
+    assert passes.first_size(click, np.zeros(shape, bool)) == 64  # a refinement click
+    assert passes.first_size(lasso, None) == 64  # a large outline, even on the whole photo
+    assert passes.first_size(np.zeros(shape, bool), None) == 64  # nothing drawn
     assert prompts.Passes.from_config({"image_size": 64}) == prompts.Passes(64, 64, False)
     assert prompts.Passes.from_config(config, paper_mode=True) == prompts.Passes(64, 64, False)
     for bad in (100, -32, True, "320"):
-        with pytest.raises(ValueError, match=r"predict\.whole_image_size"):
-            prompts.Passes.from_config({"image_size": 64, "predict": {"whole_image_size": bad}})
+        with pytest.raises(ValueError, match=r"predict\.click_size"):
+            prompts.Passes.from_config({"image_size": 64, "predict": {"click_size": bad}})

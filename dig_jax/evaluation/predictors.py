@@ -145,10 +145,10 @@ def segmenter_predictor(
         boxes, sizes = [], []
         for sample in chunk:
             prev = sample["prev_mask"] if bool(sample["has_prev"]) else None
-            image, gesture, prev = prompts.check_prompt(sample["image"], sample["gesture"], prev)
+            _, gesture, prev = prompts.check_prompt(sample["image"], sample["gesture"], prev)
             box = prompts.prompt_box(gesture, prev, passes.size, paper_mode)
             boxes.append(box)
-            sizes.append(passes.first_size(prev, box, image.shape[:2]))
+            sizes.append(passes.first_size(gesture, prev))
         results = [None] * len(chunk)
         for size in sorted(set(sizes)):
             idx = [i for i, s in enumerate(sizes) if s == size]

@@ -13,8 +13,8 @@ image's long side; parts outside the image are padded (`PAD_RGB`, no gesture, no
 computed there), `crop_sample` does the same to a training sample (targets: void outside the
 image), `paste_logits` maps S×S logits back onto the photo (background outside the box) and
 `paste_mask` makes the mask, keeping the previous mask's own pixels where the model kept them.
-A creation prompt's whole-image run (a click's) may run at a larger working size
-(`config.predict.whole_image_size`) and be followed by a focus pass on the box of its first mask
+A creation click may run at a larger working size (`config.predict.click_size`), and a
+whole-image creation (a click's) may be followed by a focus pass on the box of its first mask
 (`refocus_box`; `config.predict.focus_pass`); `Passes` reads both from a segmenter's config.
 Training samples go through the same boxes (`jitter_box` adds scale/shift noise), so training
 and use agree. Used by training, `predict`, evaluation, attacks and the demo.
@@ -387,39 +387,48 @@ def refocus_box(
     return focus if focus is not None and focus.side < 0.9 * box.side else None
 
 
+def creation_click(gesture_map: Any, prev_mask: Any) -> bool:
+    """True for a creation prompt (no previous mask) whose gesture is a dot, no wider or taller
+    than `DOT_EXTENT` px: it says nothing about the object's extent (`zoom_box` runs it on the
+    whole photo)."""
+    if prev_mask is not None:
+        return False
+    bounds = _bounds(np.asarray(gesture_map))
+    return bounds is not None and max(bounds[2] - bounds[0], bounds[3] - bounds[1]) <= DOT_EXTENT
+
+
 @dataclasses.dataclass(frozen=True)
 class Passes:
-    """How a segmenter runs a prompt: at working size `size`, except a whole-image creation
-    (`whole_image_creation`) whose first run is at `whole_size` (its object is small in a
-    `size` px view of the whole photo), then, with `focus`, once more at `size` on its first
-    mask's box (`refocus_box`). Read from a segmenter config by `from_config`."""
+    """How a segmenter runs a prompt: at working size `size`, except a creation click
+    (`creation_click`), whose whole-photo run is at `click_size` (a small object is only a few
+    pixels of a `size` px view of the whole photo), then, with `focus`, a whole-image creation
+    runs once more at `size` on its first mask's box (`refocus_box`). `from_config` reads them
+    from a segmenter config."""
 
     size: int
-    whole_size: int
+    click_size: int
     focus: bool = False
 
     @classmethod
     def from_config(cls, config: Any, paper_mode: bool = False, size: int | None = None) -> Passes:
-        """From `config.predict` (`focus_pass`, `whole_image_size`: 0 or absent = the working
-        size) and the working size `size` (default `config.image_size`); paper mode runs one
-        pass at the working size. ValueError on a whole-image size that is not a positive
-        multiple of 32."""
+        """From `config.predict` (`focus_pass`; `click_size`: 0 or absent = the working size)
+        and the working size `size` (default `config.image_size`); paper mode runs one pass at
+        the working size. ValueError on a click size that is not a positive multiple of 32."""
         size = int(config["image_size"] if size is None else size)
         options = config.get("predict", None) or {}
-        whole = options.get("whole_image_size", 0) or size
-        if isinstance(whole, bool) or not isinstance(whole, int) or whole < 32 or whole % 32:
+        click = options.get("click_size", 0) or size
+        if isinstance(click, bool) or not isinstance(click, int) or click < 32 or click % 32:
             raise ValueError(
-                "predict.whole_image_size must be 0 or a positive multiple of 32 (px), "
-                f"got {whole!r}"
+                f"predict.click_size must be 0 or a positive multiple of 32 (px), got {click!r}"
             )
         if paper_mode:
             return cls(size, size, False)
-        return cls(size, int(whole), bool(options.get("focus_pass", False)))
+        return cls(size, int(click), bool(options.get("focus_pass", False)))
 
-    def first_size(self, prev_mask: Any, box: ZoomBox, shape: tuple[int, int]) -> int:
-        """The working size of a prompt's first run (its zoom `box` on a photo of `shape`)."""
-        if self.whole_size != self.size and whole_image_creation(prev_mask, box, shape):
-            return self.whole_size
+    def first_size(self, gesture_map: Any, prev_mask: Any) -> int:
+        """The working size of a prompt's first run."""
+        if self.click_size != self.size and creation_click(gesture_map, prev_mask):
+            return self.click_size
         return self.size
 
 

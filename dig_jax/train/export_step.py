@@ -10,7 +10,7 @@ the exported config, e.g. the focus pass of `predict`. A segmenter file in place
 is written again to `--out` with the settings applied (the same weights):
 
 python -m dig_jax.train.export_step checkpoints/lite_iterative_offline.digjax --out F.digjax \
-    --set predict.whole_image_size=320
+    --set predict.click_size=320
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def export_step(
 def resave_segmenter(source: str | Path, out: str | Path, settings: dict[str, object]) -> Path:
     """Write the segmenter file `source` again as `out` (another path) with `settings` applied
     to its config: the same weights with other inference settings (e.g.
-    `predict.whole_image_size`). ValueError for a bad source or `out` = `source`."""
+    `predict.click_size`). ValueError for a bad source or `out` = `source`."""
     from dig_jax.export import LoadedSegmenter, load_segmenter
 
     source, out = Path(source), Path(out)

@@ -205,9 +205,9 @@ def test_loaded_segmenter_takes_the_same_focus_pass(tiny_checkpoint, monkeypatch
     assert first.shape == (60, 90)
 
 
-def test_whole_image_creations_run_first_at_the_whole_image_size():
+def test_creation_clicks_run_first_at_the_click_size():
     seg, seen = recording_segmenter("gesture")
-    seg.config.predict = {"focus_pass": True, "whole_image_size": 2 * SIZE}
+    seg.config.predict = {"focus_pass": True, "click_size": 2 * SIZE}
     samples = tiny_samples(120, 180)
     masks = segmenter_predictor(seg, batch_size=2)(samples)
     # the rectangle at S, the click at 2S, then the click's focus pass at S
@@ -225,13 +225,13 @@ def test_whole_image_creations_run_first_at_the_whole_image_size():
     assert overlap > 0.8
 
 
-def test_loaded_segmenter_runs_whole_image_creations_as_the_predictor_does(tiny_checkpoint):
+def test_loaded_segmenter_runs_creation_clicks_as_the_predictor_does(tiny_checkpoint):
     import dig_jax
     from dig_jax.export import LoadedSegmenter
 
     loaded = dig_jax.load_segmenter(tiny_checkpoint)
     config = ml_collections.ConfigDict(loaded.config.to_dict())
-    config.predict = {"focus_pass": True, "whole_image_size": 2 * loaded.size}
+    config.predict = {"focus_pass": True, "click_size": 2 * loaded.size}
     seg = LoadedSegmenter(config, loaded.variables)
     sizes = []
     original = seg._network
