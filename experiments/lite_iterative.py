@@ -10,7 +10,8 @@ minutes), tiny (tests).
 
 `offline_long` continues the shipped default on the same data for 4000 more steps (lr 3e-4, 100
 warm-up steps) with the longer iterative schedule of the robust ablation's control (p = 0.6,
-1-4 rounds, clicks aim a third of the corrections; `experiments/lite_robust.py`).
+1-4 rounds, clicks aim a third of the corrections; `experiments/lite_robust.py`), and exports
+with creation clicks run at 320 (`predict.click_size`, docs/model_quality.md).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
         config.iterative.prob = 0.6
         config.iterative.max_steps = 4
         config.iterative.kinds = (0, 0, 1, 2, 3, 4)  # clicks aim a third of the corrections
+        config.predict.click_size = 320  # a creation click's whole-photo pass (prompts.Passes)
     elif config.variant == "offline":  # the shipped run's budget (checkpoints/README.md)
         with_real_fine_tune(config, str(CHECKPOINT_DIR / "lite_dataaug_offline.digjax"))
     return config
