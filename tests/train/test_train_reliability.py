@@ -215,7 +215,7 @@ def test_all_bad_data_source_stops_training_with_the_reasons(tmp_path, capsys):
     for i in range(3):
         cv2.imwrite(str(folder / "images" / f"p{i}.png"), np.zeros((40, 50, 3), np.uint8))
         cv2.imwrite(str(folder / "masks" / f"p{i}.png"), np.full((20, 20), 255, np.uint8))
-    argv = ["--config", CONFIG, "--workdir", str(tmp_path / "w"), "--config.total_steps=2"]
+    argv = [*TINY, "--workdir", str(tmp_path / "w"), "--config.total_steps=2"]
     with watchdog():
         assert main([*argv, f"--config.data.sources=('folder:{folder}',)"]) == 1
     err = capsys.readouterr().err
