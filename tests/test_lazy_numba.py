@@ -8,18 +8,47 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from scipy import ndimage
+from shared_run import once_per_run
 
 from dig_jax import _numba
 
+# One fresh process for both checks that need one (each start imports jax: seconds on 2
+# cores): it imports what predicting needs, says whether numba came with it, then runs a
+# kernel (numba compiles and caches it) and says where the cache went.
+FRESH_PROCESS = (
+    "import os, sys, dig_jax.export, dig_jax.prompts, dig_jax.gestures, dig_jax.data.pipeline\n"
+    "print('numba' in sys.modules)\n"
+    "import numpy as np\n"
+    "from dig_jax import _numba\n"
+    "from dig_jax.gestures.edt import squared_edt\n"
+    "squared_edt(np.ones((3, 3), bool), 4)\n"
+    "print(os.environ['NUMBA_CACHE_DIR'], _numba.sources_stamp())\n"
+)
 
-def test_predict_modules_import_no_numba():
-    code = (
-        "import sys, dig_jax.export, dig_jax.prompts, dig_jax.gestures, dig_jax.data.pipeline\n"
-        "print('numba' in sys.modules)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False", out.stderr
+
+@pytest.fixture(scope="module")
+def fresh_process(tmp_path_factory) -> tuple[Path, list[str]]:
+    """(its HOME, its output lines) of FRESH_PROCESS run without NUMBA_CACHE_DIR, once per
+    test run (pytest-xdist workers share it)."""
+
+    def build(folder: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+        env["HOME"] = str(folder / "home")
+        out = subprocess.run(
+            [sys.executable, "-c", FRESH_PROCESS], capture_output=True, text=True, env=env
+        )
+        assert out.returncode == 0, out.stderr
+        (folder / "stdout.txt").write_text(out.stdout)
+
+    folder = once_per_run(tmp_path_factory, "lazy_numba", build)
+    return folder / "home", (folder / "stdout.txt").read_text().splitlines()
+
+
+def test_predict_modules_import_no_numba(fresh_process):
+    _, lines = fresh_process
+    assert lines[0] == "False"
 
 
 def test_kernel_and_its_callees_compile_on_first_call():
@@ -46,26 +75,22 @@ def test_edt_kernel_after_lazy_compile_equals_scipy():
     np.testing.assert_array_equal(squared_edt(marked, 20), want)
 
 
-def test_cached_kernels_live_in_a_folder_named_by_the_package_sources_stamp(tmp_path):
+def test_cached_kernels_live_in_a_folder_named_by_the_package_sources_stamp(fresh_process):
     """A fresh process caches kernels under ~/.cache/dig_jax/numba/<sources stamp>: a callee
     edited in another module changes the stamp, so no stale caller's machine code is loaded
     (numba's own key, the kernel's bytecode and file stamp, would load it). A NUMBA_CACHE_DIR
     the user set is kept."""
+    home, lines = fresh_process
+    folder, stamp = lines[1].split()
+    assert Path(folder) == home / ".cache" / "dig_jax" / "numba" / stamp
+    assert len(stamp) == 16 and any(Path(folder).rglob("*.nbi"))  # numba's cache index files
+    # The folder is chosen when numba is imported (before the first kernel compiles).
     code = (
         "import os\n"
         "from dig_jax import _numba\n"
-        "from dig_jax.gestures.edt import squared_edt\n"
-        "import numpy as np\n"
-        "squared_edt(np.ones((3, 3), bool), 4)\n"
-        "print(os.environ['NUMBA_CACHE_DIR'], _numba.sources_stamp())\n"
+        "_numba._import_numba()\n"
+        "print(os.environ['NUMBA_CACHE_DIR'])\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
-    env["HOME"] = str(tmp_path)
+    env = {**os.environ, "HOME": str(home), "NUMBA_CACHE_DIR": str(home / "mine")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert out.returncode == 0, out.stderr
-    folder, stamp = out.stdout.split()
-    assert Path(folder) == tmp_path / ".cache" / "dig_jax" / "numba" / stamp
-    assert len(stamp) == 16 and any(Path(folder).rglob("*.nbi"))  # numba's cache index files
-    env["NUMBA_CACHE_DIR"] = str(tmp_path / "mine")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert out.returncode == 0 and out.stdout.split()[0] == str(tmp_path / "mine"), out.stderr
+    assert out.returncode == 0 and out.stdout.split()[0] == str(home / "mine"), out.stderr

@@ -5,10 +5,8 @@ restarted resume from the last checkpoint exactly; bad launch flags give one lin
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -19,7 +17,8 @@ import jax
 import ml_collections
 import numpy as np
 import pytest
-from tiny_models import TINY_MODEL
+from shared_run import once_per_run
+from tiny_models import TINY_MODEL_CONFIG, TINY_MODEL_FLAGS
 
 import dig_jax
 from dig_jax.train.__main__ import load_config, main
@@ -31,9 +30,6 @@ CONFIG = str(ROOT / "experiments" / "hrnet_base.py") + ":tiny"
 STEPS = 3
 HEARTBEAT = 5  # seconds without heartbeats before a process counts as dead
 TIMEOUT = 300  # per launch of both processes (compiles included), on a busy 2-core machine
-TINY_FLAGS = [
-    f"--config.model.{k}={tuple(v) if isinstance(v, list) else v}" for k, v in TINY_MODEL.items()
-]
 # Process 1 of the broken runs: right after writing the checkpoint of step 2 it touches a marker
 # file and sends itself a signal (SIGKILL: it dies; SIGSTOP: it hangs, sockets open).
 SIGNAL_AFTER_SAVE = """
@@ -54,7 +50,7 @@ sys.exit(main(sys.argv[1:]))
 
 def tiny_config(total_steps: int = STEPS) -> ml_collections.ConfigDict:
     config = load_config(CONFIG)
-    config.model.update({k: tuple(v) if isinstance(v, list) else v for k, v in TINY_MODEL.items()})
+    config.model.update(TINY_MODEL_CONFIG)
     config.total_steps = total_steps
     return config
 
@@ -82,7 +78,7 @@ def launch(workdir: Path, label: str, signal_name: str = "") -> list[subprocess.
         command = ["-c", SIGNAL_AFTER_SAVE] if signal_name and i == 1 else ["-m", "dig_jax.train"]
         args = [
             *("--config", CONFIG, "--workdir", str(workdir), f"--config.total_steps={STEPS}"),
-            *TINY_FLAGS,
+            *TINY_MODEL_FLAGS,
             *("--coordinator", f"127.0.0.1:{port}", "--num-processes", "2"),
             *("--process-id", str(i), "--heartbeat-timeout", str(HEARTBEAT)),
         ]
@@ -135,18 +131,12 @@ def train_steps_logged(workdir: Path) -> list[int]:
 def two_processes(tmp_path_factory) -> Path:
     """The workdir of STEPS steps trained by 2 processes through the command line, trained once
     per test run: pytest-xdist workers share it (the first builds it, the others wait)."""
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # this run's folder
-    workdir, done = root / "multiprocess" / "run", root / "multiprocess" / "done"
-    with (root / "multiprocess.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            shutil.rmtree(workdir.parent, ignore_errors=True)
-            workdir.parent.mkdir()
-            codes = wait_all(launch(workdir, "run"), TIMEOUT)
-            assert codes == [0, 0], logs(workdir, "run")
-            done.touch()
-    return workdir
+
+    def build(workdir: Path) -> None:
+        codes = wait_all(launch(workdir, "run"), TIMEOUT)
+        assert codes == [0, 0], logs(workdir, "run")
+
+    return once_per_run(tmp_path_factory, "multiprocess", build)
 
 
 @pytest.mark.slow  # 2 processes compile and train; then 1 process does the same

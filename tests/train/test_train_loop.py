@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
+from shared_run import once_per_run
+from tiny_models import TINY_MODEL_CONFIG, TINY_MODEL_FLAGS
 
 import dig_jax
 from dig_jax.cpu import init_compiler_options
@@ -39,7 +41,10 @@ EXPERIMENTS = (
 
 
 def tiny_config(total_steps: int = 4):
+    """hrnet_base:tiny with the test model (2 branches, not 4: the train step, evaluation and
+    export compile in a fraction of the time; what is checked here is the loop, not the net)."""
     config = load_config(str(ROOT / "experiments" / "hrnet_base.py") + ":tiny")
+    config.model.update(TINY_MODEL_CONFIG)
     config.total_steps = total_steps
     return config
 
@@ -106,10 +111,15 @@ def test_one_step_on_4_devices_matches_1_device():
 
 @pytest.fixture(scope="module")
 def straight_run(tmp_path_factory):
-    """4 steps through the command line (`python -m dig_jax.train`), read back from the export."""
-    workdir = tmp_path_factory.mktemp("straight")
+    """4 steps through the command line (`python -m dig_jax.train`), read back from the export;
+    trained once per test run (pytest-xdist workers share it)."""
     config = str(ROOT / "experiments" / "hrnet_base.py") + ":tiny"
-    assert main(["--config", config, "--workdir", str(workdir), "--config.total_steps=4"]) == 0
+
+    def build(workdir: Path) -> None:
+        flags = ["--config", config, "--workdir", str(workdir), "--config.total_steps=4"]
+        assert main([*flags, *TINY_MODEL_FLAGS]) == 0
+
+    workdir = once_per_run(tmp_path_factory, "straight_run", build)
     return workdir, exported_params(workdir)
 
 

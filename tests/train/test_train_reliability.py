@@ -17,6 +17,8 @@ import cv2
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
+from shared_run import once_per_run
+from tiny_models import TINY_MODEL_FLAGS
 
 from dig_jax.train import checkpointing
 from dig_jax.train.__main__ import main, parse_flags
@@ -25,11 +27,14 @@ from dig_jax.train.train import NonFiniteError, train
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = str(ROOT / "experiments" / "hrnet_dataaug.py") + ":tiny"
+# hrnet_dataaug:tiny with the test model (2 branches, not 4): every run here compiles in a
+# fraction of the time; what is checked is the loop's handling of faults, not the network.
+TINY = ["--config", CONFIG, *TINY_MODEL_FLAGS]
 
 
 def tiny(total_steps: int = 4, *overrides: str):
     flags = [f"--config.{item}" for item in (f"total_steps={total_steps}", *overrides)]
-    return parse_flags(["--config", CONFIG, "--workdir", "unused", *flags])[0]
+    return parse_flags([*TINY, "--workdir", "unused", *flags])[0]
 
 
 @contextlib.contextmanager
@@ -49,10 +54,13 @@ def snapshot(workdir: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def run4(tmp_path_factory):
-    """4 steps of hrnet_dataaug:tiny through the command line: checkpoints, metrics, export."""
-    workdir = tmp_path_factory.mktemp("run4")
-    assert main(["--config", CONFIG, "--workdir", str(workdir), "--config.total_steps=4"]) == 0
-    return workdir
+    """4 steps of hrnet_dataaug:tiny through the command line: checkpoints, metrics, export;
+    trained once per test run (pytest-xdist workers share it; tests work on copies)."""
+
+    def build(workdir: Path) -> None:
+        assert main([*TINY, "--workdir", str(workdir), "--config.total_steps=4"]) == 0
+
+    return once_per_run(tmp_path_factory, "run4", build)
 
 
 @pytest.fixture
@@ -66,13 +74,13 @@ def steps_on_disk(workdir: Path) -> list[str]:
 
 
 def test_changed_model_config_stops_and_keeps_every_checkpoint(workdir, capsys):
-    """Case T1: --config.model.head_width=16 on a workdir trained with 8."""
+    """Case T1: --config.model.head_width=16 on a workdir trained with 4."""
     before = snapshot(workdir)
-    argv = ["--config", CONFIG, "--workdir", str(workdir), "--config.total_steps=6"]
+    argv = [*TINY, "--workdir", str(workdir), "--config.total_steps=6"]
     assert main([*argv, "--config.model.head_width=16"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(workdir) in err[0]
-    assert "model.head_width: 8 -> 16" in err[0] and "params/FusionHead_0" in err[0]
+    assert "model.head_width: 4 -> 16" in err[0] and "params/FusionHead_0" in err[0]
     assert "Nothing was deleted" in err[0]
     assert snapshot(workdir) == before  # checkpoints, metrics.jsonl, config.json, export
     assert main(argv) == 0  # the original model resumes from its newest checkpoint
@@ -207,7 +215,7 @@ def test_all_bad_data_source_stops_training_with_the_reasons(tmp_path, capsys):
     for i in range(3):
         cv2.imwrite(str(folder / "images" / f"p{i}.png"), np.zeros((40, 50, 3), np.uint8))
         cv2.imwrite(str(folder / "masks" / f"p{i}.png"), np.full((20, 20), 255, np.uint8))
-    argv = ["--config", CONFIG, "--workdir", str(tmp_path / "w"), "--config.total_steps=2"]
+    argv = [*TINY, "--workdir", str(tmp_path / "w"), "--config.total_steps=2"]
     with watchdog():
         assert main([*argv, f"--config.data.sources=('folder:{folder}',)"]) == 1
     err = capsys.readouterr().err
