@@ -42,7 +42,12 @@ CHECKPOINT_DIR = Path(__file__).resolve().parents[1] / "checkpoints"
 # The shipped checkpoints of a source checkout (checkpoints/ is not part of the wheel), newest
 # first: the gesture-agnostic DIG model and the click-model-style context baseline.
 SHIPPED_CHECKPOINTS = {
-    "gesture": ("lite_iterative_offline", "lite_dataaug_offline", "hrnet_dataaug_offline"),
+    "gesture": (
+        "lite_iterative_offline_long",
+        "lite_iterative_offline",
+        "lite_dataaug_offline",
+        "hrnet_dataaug_offline",
+    ),
     "context": (
         "lite_context_real_offline",
         "lite_context_baseline_offline",

@@ -1,5 +1,6 @@
-"""The shipped default: DIG dataAug on EfficientNet-Lite0, trained on every real source with
-iterative sampling (the model's own masks as previous masks, `dig_jax.train.iterative`).
+"""The shipped default (`offline_long`) and its start (`offline`): DIG dataAug on
+EfficientNet-Lite0, trained on every real source with iterative sampling (the model's own masks
+as previous masks, `dig_jax.train.iterative`).
 
 `offline` fine-tunes `checkpoints/lite_dataaug_offline.digjax` (9000 steps on coco_mval +
 BSDS500 + procedural scenes) on coco_mval 9/10, BSDS500 regions, Clothing Co-Parsing 9/10,
@@ -8,10 +9,11 @@ run through the current model 1-3 times first (2400 steps of batch 8 at 224²). 
 held-out slice of each real source. Variants: offline, demo (default: procedural scenes, a few
 minutes), tiny (tests).
 
-`offline_long` continues the shipped default on the same data for 4000 more steps (lr 3e-4, 100
-warm-up steps) with the longer iterative schedule of the robust ablation's control (p = 0.6,
-1-4 rounds, clicks aim a third of the corrections; `experiments/lite_robust.py`), and exports
-with creation clicks run at 320 (`predict.click_size`, docs/model_quality.md).
+`offline_long` (the shipped default) continues `offline`'s checkpoint on the same data for 4000
+more steps (lr 3e-4, 100 warm-up steps) with the longer iterative schedule of the robust
+ablation's control (p = 0.6, 1-4 rounds, clicks aim a third of the corrections;
+`experiments/lite_robust.py`), and exports with creation clicks run at 320
+(`predict.click_size`, docs/model_quality.md).
 """
 
 from __future__ import annotations

@@ -23,8 +23,9 @@
 # against the CIoU loss to the tight box), the worst and best plausible boxes the BREPS attack
 # finds, and NoC / IoU-AUC per RClicks clicking group G1..G10.
 #
-# Models: BEFORE = `DIG_JAX_BEFORE`, else `DIG_JAX_CHECKPOINT`, else the shipped default
-# (`dig_jax.paths.shipped_checkpoint()`, `checkpoints/lite_iterative_offline.digjax`); AFTER =
+# Models: BEFORE = `DIG_JAX_BEFORE`, else `DIG_JAX_CHECKPOINT`, else the robust arm's start
+# (`checkpoints/lite_iterative_offline.digjax`, the default before `lite_iterative_offline_long`;
+# without it, the shipped default); AFTER =
 # `DIG_JAX_AFTER`, else `DIG_JAX_CHECKPOINT`, else `checkpoints/lite_robust_offline.digjax`.
 # Where AFTER does not exist (the robust arm not exported yet) BEFORE stands in for it and a
 # line says so. Photos: the first GrabCut instances when `dig_jax.paths.data_root()` has them,
@@ -89,8 +90,11 @@ print(f"{STEPS} attack steps, {CLICKS} clicks" + (QUICK_NOTE if QUICK else ""))
 
 # %%
 ROBUST_CHECKPOINT = CHECKPOINT_DIR / "lite_robust_offline.digjax"  # experiments/lite_robust.py
+ROBUST_START = CHECKPOINT_DIR / "lite_iterative_offline.digjax"  # the robust arm's init_from
 single = os.environ.get("DIG_JAX_CHECKPOINT")
-before_path = os.environ.get("DIG_JAX_BEFORE") or notebook_checkpoint()
+before_path = os.environ.get("DIG_JAX_BEFORE") or single or ROBUST_START
+if not single and not os.environ.get("DIG_JAX_BEFORE") and not Path(before_path).is_file():
+    before_path = notebook_checkpoint()  # a checkout without it: the shipped default
 after_path = os.environ.get("DIG_JAX_AFTER") or single or ROBUST_CHECKPOINT
 if not before_path or not Path(before_path).is_file():
     raise FileNotFoundError(
