@@ -182,7 +182,7 @@ class LoadedSegmenter:
         self.size: int = int(config.image_size)
         # trained in the paper mode: the whole photo resized, no zoom-in and no focus pass
         self.paper_mode: bool = bool(config.get("data", {}).get("paper_mode", False))
-        # a whole-image creation's working size and focus pass (`prompts.Passes`)
+        # a creation click's first-pass size and the focus pass (`prompts.Passes`)
         self.passes = prompts.Passes.from_config(config, self.paper_mode)
         self.focus_pass: bool = self.passes.focus
         self._logits_fn = self._make_logits_fn()

@@ -210,10 +210,10 @@ def size_variant(variant: str) -> str:
 def with_real_fine_tune(
     config: ml_collections.ConfigDict, init_from: str, steps: int = 2400
 ) -> ml_collections.ConfigDict:
-    """The shipped default's fine-tune, in place: from the checkpoint `init_from`, `steps` steps on
-    every real source (REAL_TRAIN_SOURCES) with iterative sampling (p = 0.5), focus crops
-    (p = 0.5), lr 5e-4 with 200 warm-up steps, validation and final evaluators on the held-out
-    slices, and the focus pass at inference (`experiments/lite_iterative.py`)."""
+    """The first real-data fine-tune (`lite_iterative:offline`), in place: from `init_from`,
+    `steps` steps on every real source (REAL_TRAIN_SOURCES) with iterative sampling (p = 0.5),
+    focus crops (p = 0.5), lr 5e-4 with 200 warm-up steps, validation and final evaluators on
+    the held-out slices, and the focus pass at inference (`experiments/lite_iterative.py`)."""
     config.init_from = init_from
     config.data.sources = REAL_TRAIN_SOURCES
     config.data.val_sources = REAL_HELD_OUT
