@@ -271,7 +271,18 @@ class LoadedSegmenter:
         if focus is not None:
             box, crop = focus, prompts.crop_prompt(image, gesture_map, prev, focus, self.size)
             out = self._network(crop, context, kind, heads)
+        rescue = self._rescue_box(gesture_map, prev, box, out["mask"], crop, image.shape[:2])
+        if rescue is not None:
+            box, crop = rescue, prompts.crop_prompt(image, gesture_map, prev, rescue, self.size)
+            out = self._network(crop, context, kind, heads)
         return out, crop, box, prev, image.shape[:2]
+
+    def _rescue_box(self, gesture_map, prev, box, logits, crop, shape) -> prompts.ZoomBox | None:
+        """The click-rescue pass's box (`prompts.rescue_box`), or None (off, or not due)."""
+        if self.passes.rescue_zoom <= 1 or prompts.refinement_click(gesture_map, prev) is None:
+            return None
+        mask = prompts.paste_mask(logits, box, shape, prev, crop["prev_mask"])
+        return prompts.rescue_box(gesture_map, prev, box, mask, self.passes.rescue_zoom, self.size)
 
     def _network(self, crop: dict, context: int, kind: int | None, heads: bool) -> dict:
         """The network's outputs on one crop (numpy, batch axis dropped; finite logits)."""

@@ -250,3 +250,38 @@ def test_passes_run_only_creation_clicks_at_the_click_size():
     for bad in (100, -32, True, "320"):
         with pytest.raises(ValueError, match=r"predict\.click_size"):
             prompts.Passes.from_config({"image_size": 64, "predict": {"click_size": bad}})
+
+
+def test_rescue_box_reruns_only_an_ignored_refinement_click():
+    shape = (120, 180)
+    prev = np.zeros(shape, np.uint8)
+    prev[20:100, 30:150] = 1
+    click = rasterize(Gesture(GestureKind.CLICK, [[90.0, 60.0]], False), shape)  # on prev
+    row, col = prompts.refinement_click(click, prev)
+    assert (row, col) == (60, 90)
+    box = prompts.zoom_box(click, prev, 64)
+    ignored = prev.copy()  # the clicked pixel kept its label: the network ignored the click
+    rescue = prompts.rescue_box(click, prev, box, ignored, 2.5, 64)
+    assert rescue is not None and rescue.side == pytest.approx(box.side / 2.5)
+    assert rescue.x0 <= col < rescue.x0 + rescue.side and rescue.y0 <= row < rescue.y0 + rescue.side
+    obeyed = prev.copy()
+    obeyed[55:66, 85:96] = 0
+    assert prompts.rescue_box(click, prev, box, obeyed, 2.5, 64) is None
+    assert prompts.rescue_box(click, prev, box, ignored, 0.0, 64) is None  # off
+    assert prompts.rescue_box(click, None, box, ignored, 2.5, 64) is None  # a creation
+    assert prompts.refinement_click(click, None) is None
+    lasso = np.zeros(shape, np.uint8)
+    lasso[40:80, 60:120] = 1
+    assert prompts.refinement_click(lasso, prev) is None  # not a dot
+    assert prompts.rescue_box(lasso, prev, box, ignored, 2.5, 64) is None
+    # never smaller than the working size's floor (fit_box), never a rerun on the same view
+    assert prompts.rescue_box(click, prev, box, ignored, 1.05, 64) is None
+
+
+def test_passes_read_the_rescue_zoom():
+    config = {"image_size": 64, "predict": {"focus_pass": True, "rescue_zoom": 2.5}}
+    assert prompts.Passes.from_config(config) == prompts.Passes(64, 64, True, 2.5)
+    assert prompts.Passes.from_config(config, paper_mode=True).rescue_zoom == 0.0
+    for bad in (1, 0.5, -2, True, "2.5", float("nan"), float("inf")):
+        with pytest.raises(ValueError, match=r"predict\.rescue_zoom"):
+            prompts.Passes.from_config({"image_size": 64, "predict": {"rescue_zoom": bad}})

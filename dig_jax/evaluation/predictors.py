@@ -174,6 +174,31 @@ def segmenter_predictor(
             results[i] = result
         return results
 
+    def pasted(sample, result) -> np.ndarray:
+        crop_logits, box, shape, prev_crop = result
+        keep = bool(sample["has_prev"]) and not paper_mode
+        prev = sample["prev_mask"] if keep else None
+        return prompts.paste_mask(crop_logits, box, shape, prev, prev_crop)
+
+    def rescued(chunk, results, masks) -> tuple[list, list]:
+        """The click-rescue pass (`prompts.rescue_box`) for the chunk's ignored refinement
+        clicks: their results and masks replaced by a second run around the click."""
+        boxes = {}
+        for i, sample in enumerate(chunk):
+            if bool(sample["has_prev"]):
+                box = results[i][1]
+                rescue = prompts.rescue_box(sample["gesture"], sample["prev_mask"], box, masks[i],
+                                            passes.rescue_zoom, passes.size)  # fmt: skip
+                if rescue is not None:
+                    boxes[i] = rescue
+        if not boxes:
+            return results, masks
+        again = run([chunk[i] for i in boxes], passes.size, list(boxes.values()))
+        results, masks = list(results), list(masks)
+        for i, result in zip(boxes, again, strict=True):
+            results[i], masks[i] = result, pasted(chunk[i], result)
+        return results, masks
+
     def predict(samples: Sequence[dict[str, Any]]) -> list[np.ndarray]:
         masks = []
         for start in range(0, len(samples), batch_size):
@@ -181,10 +206,10 @@ def segmenter_predictor(
             results = first_runs(chunk)
             if passes.focus:
                 results = refocused(chunk, results)
-            for sample, (crop_logits, box, shape, prev_crop) in zip(chunk, results, strict=True):
-                keep = bool(sample["has_prev"]) and not paper_mode
-                prev = sample["prev_mask"] if keep else None
-                masks.append(prompts.paste_mask(crop_logits, box, shape, prev, prev_crop))
+            chunk_masks = [pasted(s, r) for s, r in zip(chunk, results, strict=True)]
+            if passes.rescue_zoom > 1:
+                results, chunk_masks = rescued(chunk, results, chunk_masks)
+            masks.extend(chunk_masks)
         return masks
 
     return predict

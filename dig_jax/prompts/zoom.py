@@ -387,6 +387,44 @@ def refocus_box(
     return focus if focus is not None and focus.side < 0.9 * box.side else None
 
 
+def refinement_click(gesture_map: Any, prev_mask: Any) -> tuple[int, int] | None:
+    """(row, col) of a refinement click: a gesture on a previous mask that is a dot, no wider or
+    taller than `DOT_EXTENT` px (its centre pixel); None for any other prompt."""
+    if prev_mask is None:
+        return None
+    gesture = np.asarray(gesture_map) > 0
+    bounds = _bounds(gesture)
+    if bounds is None or max(bounds[2] - bounds[0], bounds[3] - bounds[1]) > DOT_EXTENT:
+        return None
+    rows, cols = np.nonzero(gesture)
+    return round(float(rows.mean())), round(float(cols.mean()))
+
+
+def rescue_box(
+    gesture_map: Any,
+    prev_mask: Any,
+    box: ZoomBox,
+    mask: np.ndarray,
+    zoom: float,
+    size: int,
+) -> ZoomBox | None:
+    """The click-rescue pass: a refinement click (`refinement_click`) that the first run left
+    unobeyed (the clicked pixel of `mask`, the first run's mask on the photo, still has the
+    label it had in `prev_mask`: the network ignored the click) runs again on a box `zoom`×
+    smaller than the first, centred on the click, where the click and the error around it
+    fill more of the view. None when no second run is due (off: `zoom` <= 1)."""
+    if zoom <= 1:
+        return None
+    click = refinement_click(gesture_map, prev_mask)
+    if click is None:
+        return None
+    row, col = click
+    if (mask[row, col] > 0) != (np.asarray(prev_mask)[row, col] > 0):
+        return None  # obeyed: the click's pixel flipped
+    local = fit_box(col + 0.5, row + 0.5, box.side / zoom, mask.shape, size)
+    return local if local.side < 0.9 * box.side else None
+
+
 def creation_click(gesture_map: Any, prev_mask: Any) -> bool:
     """True for a creation prompt (no previous mask) whose gesture is a dot, no wider or taller
     than `DOT_EXTENT` px: it says nothing about the object's extent (`zoom_box` runs it on the
@@ -402,18 +440,22 @@ class Passes:
     """How a segmenter runs a prompt: at working size `size`, except a creation click
     (`creation_click`), whose whole-photo run is at `click_size` (a small object is only a few
     pixels of a `size` px view of the whole photo), then, with `focus`, a whole-image creation
-    runs once more at `size` on its first mask's box (`refocus_box`). `from_config` reads them
-    from a segmenter config."""
+    runs once more at `size` on its first mask's box (`refocus_box`), and, with `rescue_zoom`
+    > 1, a refinement click the first run ignored runs once more at `size` on a box that many
+    times smaller around the click (`rescue_box`). `from_config` reads them from a segmenter
+    config."""
 
     size: int
     click_size: int
     focus: bool = False
+    rescue_zoom: float = 0.0
 
     @classmethod
     def from_config(cls, config: Any, paper_mode: bool = False, size: int | None = None) -> Passes:
-        """From `config.predict` (`focus_pass`; `click_size`: 0 or absent = the working size)
-        and the working size `size` (default `config.image_size`); paper mode runs one pass at
-        the working size. ValueError on a click size that is not a positive multiple of 32."""
+        """From `config.predict` (`focus_pass`; `click_size`: 0 or absent = the working size;
+        `rescue_zoom`: 0 or absent = off) and the working size `size` (default
+        `config.image_size`); paper mode runs one pass at the working size. ValueError on a
+        click size that is not a positive multiple of 32 or a rescue zoom in (0, 1]."""
         size = int(config["image_size"] if size is None else size)
         options = config.get("predict", None) or {}
         click = options.get("click_size", 0) or size
@@ -421,9 +463,16 @@ class Passes:
             raise ValueError(
                 f"predict.click_size must be 0 or a positive multiple of 32 (px), got {click!r}"
             )
+        rescue = options.get("rescue_zoom", 0.0) or 0.0
+        if (
+            isinstance(rescue, bool)
+            or not isinstance(rescue, int | float)
+            or not (rescue == 0 or 1 < rescue < float("inf"))
+        ):
+            raise ValueError(f"predict.rescue_zoom must be 0 (off) or a number > 1, got {rescue!r}")
         if paper_mode:
             return cls(size, size, False)
-        return cls(size, int(click), bool(options.get("focus_pass", False)))
+        return cls(size, int(click), bool(options.get("focus_pass", False)), float(rescue))
 
     def first_size(self, gesture_map: Any, prev_mask: Any) -> int:
         """The working size of a prompt's first run."""

@@ -244,3 +244,58 @@ def test_loaded_segmenter_runs_creation_clicks_as_the_predictor_does(tiny_checkp
         whole = sample["gesture_kind"] == GestureKind.CLICK
         assert sizes[0] == (2 * seg.size if whole else seg.size)
         assert sizes[1:] in ([], [seg.size])  # the focus pass at the working size
+
+
+def refinement_clicks(shape=(120, 180)) -> list[dict[str, np.ndarray]]:
+    """A REMOVE click on a previous mask and an ADD click beside it, on a flat photo."""
+    prev = np.zeros(shape, np.uint8)
+    prev[20:100, 30:110] = 1
+    samples = []
+    for xy, context in (([70.0, 60.0], 0), ([150.0, 60.0], 1)):
+        samples.append({
+            "image": np.full((*shape, 3), 9, np.uint8),
+            "gesture": rasterize(Gesture(GestureKind.CLICK, [xy], False), shape),
+            "prev_mask": prev, "has_prev": np.bool_(True), "context": np.int32(context),
+            "gesture_kind": np.int32(GestureKind.CLICK),
+        })  # fmt: skip
+    return samples
+
+
+def test_rescue_pass_reruns_an_ignored_refinement_click_around_it():
+    seg, seen = recording_segmenter("gesture")
+    seg.config.predict = {"rescue_zoom": 2.5}
+    samples = refinement_clicks()
+    segmenter_predictor(seg, batch_size=2)(samples)
+    # the stand-in's mask is the gesture: the REMOVE click (on the mask) keeps its pixel set,
+    # ignored, and runs again; the ADD click sets its pixel, obeyed, and does not
+    assert [x.shape[0] for x in seen] == [2, 1]
+    sample = samples[0]
+    box = prompts.zoom_box(sample["gesture"], sample["prev_mask"], SIZE)
+    rescue = prompts.rescue_box(sample["gesture"], sample["prev_mask"], box, sample["prev_mask"],
+                                2.5, SIZE)  # fmt: skip
+    again = prompts.crop_prompt(sample["image"], sample["gesture"], sample["prev_mask"], rescue,
+                                SIZE)  # fmt: skip
+    np.testing.assert_array_equal(seen[1][0, ..., 3], again["gesture"])
+    np.testing.assert_array_equal(seen[1][0, ..., 5], again["prev_mask"])
+
+
+def test_loaded_segmenter_rescues_clicks_as_the_predictor_does(tiny_checkpoint):
+    import dig_jax
+    from dig_jax.export import LoadedSegmenter
+
+    loaded = dig_jax.load_segmenter(tiny_checkpoint)
+    config = ml_collections.ConfigDict(loaded.config.to_dict())
+    config.predict = {"rescue_zoom": 2.5}
+    seg = LoadedSegmenter(config, loaded.variables)
+    runs = []
+    original = seg._network
+    seg._network = lambda crop, *a: runs.append(crop["image"].shape[0]) or original(crop, *a)
+    samples = refinement_clicks()
+    masks = segmenter_predictor(seg, batch_size=2)(samples)
+    for sample, mask in zip(samples, masks, strict=True):
+        runs.clear()
+        got = seg.predict(sample["image"], sample["gesture"], sample["prev_mask"])
+        np.testing.assert_array_equal(got, mask)
+        row, col = prompts.refinement_click(sample["gesture"], sample["prev_mask"])
+        ignored = (got[row, col] > 0) == (sample["prev_mask"][row, col] > 0)
+        assert len(runs) in (1, 2) and (len(runs) == 2) <= ignored
