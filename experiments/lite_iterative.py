@@ -13,7 +13,12 @@ minutes), tiny (tests).
 more steps (lr 3e-4, 100 warm-up steps) with the longer iterative schedule of the robust
 ablation's control (p = 0.6, 1-4 rounds, clicks aim a third of the corrections;
 `experiments/lite_robust.py`), and exports with creation clicks run at 320
-(`predict.click_size`, docs/model_quality.md).
+(`predict.click_size`) and ignored refinement clicks run again on a box 2.5× smaller around the
+click (`predict.rescue_zoom`; docs/model_quality.md).
+
+`offline_clicks` continues `offline_long`'s checkpoint for 3500 more steps with clicks weighted
+up: a third of the first gestures and 3/7 of the corrections are clicks, iterative p = 0.7 with
+1-5 rounds (a candidate, not shipped: docs/model_quality.md).
 """
 
 from __future__ import annotations
@@ -24,11 +29,12 @@ from dig_jax.paths import CHECKPOINT_DIR
 from dig_jax.train.config import base_config, with_lite_backbone, with_real_fine_tune
 
 LONG_STEPS = 4000
+CLICKS_STEPS = 3500
 
 
 def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
     arg = arg or "demo"
-    long = arg == "offline_long"
+    long = arg in ("offline_long", "offline_clicks")
     config = with_lite_backbone(base_config("offline" if long else arg))
     config.data.multi_region_prob = 0.2
     config.iterative.prob = 0.5
@@ -44,6 +50,14 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
         config.iterative.max_steps = 4
         config.iterative.kinds = (0, 0, 1, 2, 3, 4)  # clicks aim a third of the corrections
         config.predict.click_size = 320  # a creation click's whole-photo pass (prompts.Passes)
+        config.predict.rescue_zoom = 2.5  # an ignored refinement click runs again, closer
+        if arg == "offline_clicks":  # the default continued with clicks weighted up
+            config.init_from = str(CHECKPOINT_DIR / "lite_iterative_offline_long.digjax")
+            config.total_steps = CLICKS_STEPS
+            config.data.kinds = (0, 0, 1, 2, 3, 4)  # a third of the first gestures are clicks
+            config.iterative.prob = 0.7
+            config.iterative.max_steps = 5
+            config.iterative.kinds = (0, 0, 0, 1, 2, 3, 4)  # clicks aim 3/7 of the corrections
     elif config.variant == "offline":  # the shipped run's budget (checkpoints/README.md)
         with_real_fine_tune(config, str(CHECKPOINT_DIR / "lite_dataaug_offline.digjax"))
     return config

@@ -106,11 +106,15 @@ def test_bad_iterative_fields_are_named(field, value, message):
 
 def test_lite_iterative_variants_validate():
     path = ROOT / "experiments" / "lite_iterative.py"
-    for variant in ("offline", "offline_long", "demo", "tiny"):
+    for variant in ("offline", "offline_long", "offline_clicks", "demo", "tiny"):
         validate_config(load_config(f"{path}:{variant}"))
     long = load_config(f"{path}:offline_long")
-    assert long.init_from.endswith("lite_iterative_offline.digjax")  # continues the default
+    assert long.init_from.endswith("lite_iterative_offline.digjax")  # continues its start
     assert long.iterative.kinds.count(0) == 2 and long.total_steps == 4000
+    assert long.predict.rescue_zoom == 2.5 and long.predict.click_size == 320
+    clicks = load_config(f"{path}:offline_clicks")
+    assert clicks.init_from.endswith("lite_iterative_offline_long.digjax")  # the default
+    assert clicks.data.kinds.count(0) == 2 and clicks.iterative.kinds.count(0) == 3
 
 
 def test_loop_trains_on_own_masks_starting_from_an_exported_segmenter(tiny_checkpoint, tmp_path):
