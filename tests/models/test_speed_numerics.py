@@ -103,6 +103,7 @@ def _reference() -> dict[str, np.ndarray]:
     return dict(np.load(REFERENCE))
 
 
+@pytest.mark.slow  # full-size models, compile-bound: `make test` and CI, not the inner loop
 @pytest.mark.parametrize("name", ["hrnet", "lite"])
 def test_logits_loss_and_gradients_match_reference(name):
     ref, got = _reference(), _outputs(name)
