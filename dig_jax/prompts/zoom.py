@@ -455,7 +455,8 @@ class Passes:
         """From `config.predict` (`focus_pass`; `click_size`: 0 or absent = the working size;
         `rescue_zoom`: 0 or absent = off) and the working size `size` (default
         `config.image_size`); paper mode runs one pass at the working size. ValueError on a
-        click size that is not a positive multiple of 32 or a rescue zoom in (0, 1]."""
+        click size that is not a positive multiple of 32 or a rescue zoom that is neither 0
+        nor a finite number > 1."""
         size = int(config["image_size"] if size is None else size)
         options = config.get("predict", None) or {}
         click = options.get("click_size", 0) or size
