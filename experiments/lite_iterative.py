@@ -19,6 +19,11 @@ click (`predict.rescue_zoom`; docs/model_quality.md).
 `offline_clicks` continues `offline_long`'s checkpoint for 3500 more steps with clicks weighted
 up: a third of the first gestures and 3/7 of the corrections are clicks, iterative p = 0.7 with
 1-5 rounds (a candidate, not shipped: docs/model_quality.md).
+
+`offline_obey` continues `offline_long`'s checkpoint for 3000 more steps on the same data and
+schedule with the obey loss on (`train.losses.obey_loss`, weight 0.5, pixels within 4 px of a
+click or scribble that carry the label it asks for): a refinement click whose own pixel the
+model leaves unchanged is what stalls the NoG trajectories (docs/model_quality.md).
 """
 
 from __future__ import annotations
@@ -30,11 +35,12 @@ from dig_jax.train.config import base_config, with_lite_backbone, with_real_fine
 
 LONG_STEPS = 4000
 CLICKS_STEPS = 3500
+OBEY_STEPS = 3000
 
 
 def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
     arg = arg or "demo"
-    long = arg in ("offline_long", "offline_clicks")
+    long = arg in ("offline_long", "offline_clicks", "offline_obey")
     config = with_lite_backbone(base_config("offline" if long else arg))
     config.data.multi_region_prob = 0.2
     config.iterative.prob = 0.5
@@ -58,6 +64,12 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
             config.iterative.prob = 0.7
             config.iterative.max_steps = 5
             config.iterative.kinds = (0, 0, 0, 1, 2, 3, 4)  # clicks aim 3/7 of the corrections
+        if arg == "offline_obey":  # the default continued with the obey loss
+            config.init_from = str(CHECKPOINT_DIR / "lite_iterative_offline_long.digjax")
+            config.total_steps = OBEY_STEPS
+            config.loss.obey_weight = 0.5
+            config.loss.obey_radius = 4.0
+            config.loss.obey_kinds = (0, 1)
     elif config.variant == "offline":  # the shipped run's budget (checkpoints/README.md)
         with_real_fine_tune(config, str(CHECKPOINT_DIR / "lite_dataaug_offline.digjax"))
     return config

@@ -111,6 +111,11 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     c.loss.kind_weight = 0.0
     c.loss.focal_alpha = 0.5
     c.loss.focal_gamma = 2.0
+    # obey: extra BCE on the pixels within obey_radius px of a click or scribble that carry
+    # the label it asks for (train.losses.obey_loss); 0 = off
+    c.loss.obey_weight = 0.0
+    c.loss.obey_radius = 4.0
+    c.loss.obey_kinds = (0, 1)
 
     c.optim = ml_collections.ConfigDict()
     c.optim.lr = 3e-4 if variant in ("paper", "tiny") else 1e-3  # short CPU budgets: faster
@@ -347,6 +352,16 @@ def validate_config(c: ml_collections.ConfigDict, num_devices: int | None = None
     _check(loss.mask in ("nfl", "bce"), "loss.mask", "must be 'nfl' or 'bce'", loss.mask)
     for key in ("mask_weight", "context_weight", "kind_weight", "focal_gamma"):
         _check(loss[key] >= 0, f"loss.{key}", "must be >= 0", loss[key])
+    obey_weight = loss.get("obey_weight", 0.0)
+    _check(0 <= obey_weight < float("inf"), "loss.obey_weight", "must be >= 0", obey_weight)
+    if obey_weight > 0:
+        radius = loss.obey_radius
+        _check(0 <= radius <= 255, "loss.obey_radius", "must be in [0, 255] px", radius)
+        kinds = tuple(loss.obey_kinds)
+        _check(
+            bool(kinds) and all(int(k) in range(5) for k in kinds),
+            "loss.obey_kinds", "must be a non-empty subset of 0..4", kinds,
+        )  # fmt: skip
     _check(0 <= loss.focal_alpha <= 1, "loss.focal_alpha", "must be in [0, 1]", loss.focal_alpha)
     if (loss.context_weight > 0 or loss.kind_weight > 0) and not m.multihead:
         raise ValueError("config.loss.context_weight/kind_weight need config.model.multihead=True")

@@ -48,6 +48,30 @@ def normalized_focal_loss(
     return jnp.sum(per_pixel, axes) / jnp.maximum(jnp.sum(valid, axes), 1.0)
 
 
+def obey_loss(
+    logits: jax.Array, batch: dict[str, Any], radius: float, kinds: tuple[int, ...]
+) -> tuple[jax.Array, jax.Array]:
+    """BCE on the pixels near a gesture that carry the label it asks for; (f32[B], bool[B]).
+
+    A pixel counts when it lies within `radius` px of the gesture (batch["distance"], the EDT
+    in px as uint8), its target equals the sample's context (ADD = 1, REMOVE = 0, void never)
+    and the sample's gesture kind is in `kinds`. This singles out what the whole-crop mask
+    loss averages away: a refinement click whose own pixel keeps its old label. The second
+    array says which samples had such pixels (the others' loss is 0).
+    """
+    target = jnp.asarray(batch["target"])
+    context = jnp.asarray(batch["context"]).astype(target.dtype)[:, None, None]
+    near = jnp.asarray(batch["distance"]).astype(jnp.float32) <= radius
+    applies = jnp.isin(jnp.asarray(batch["gesture_kind"]), jnp.asarray(kinds, jnp.int32))
+    pixels = (near & (target == context) & (target != VOID) & applies[:, None, None]).astype(
+        jnp.float32
+    )
+    per_pixel = optax.sigmoid_binary_cross_entropy(logits, (target == 1).astype(jnp.float32))
+    axes = tuple(range(1, logits.ndim))
+    count = jnp.sum(pixels, axes)
+    return jnp.sum(per_pixel * pixels, axes) / jnp.maximum(count, 1.0), count > 0
+
+
 def context_bce(logits: jax.Array, context: jax.Array) -> jax.Array:
     """BCE of the context logit f32[B] against context int[B] (ADD = 1, REMOVE = 0); f32[B]."""
     return optax.sigmoid_binary_cross_entropy(logits, jnp.asarray(context, jnp.float32))
@@ -64,7 +88,8 @@ def total_loss(
     """Weighted sum of the mask loss and (multi-head) context/kind losses; batch means.
 
     `loss_config` fields: mask ('nfl' | 'bce'), mask_weight, context_weight, kind_weight,
-    focal_alpha, focal_gamma. Returns (scalar loss, dict of component means).
+    focal_alpha, focal_gamma, and optionally obey_weight, obey_radius, obey_kinds (`obey_loss`;
+    weight 0 or absent: off). Returns (scalar loss, dict of component means).
     """
     if loss_config.mask == "nfl":
         mask = normalized_focal_loss(
@@ -76,6 +101,14 @@ def total_loss(
         raise ValueError(f"loss.mask must be one of {MASK_LOSSES}, got {loss_config.mask!r}")
     parts = {"mask_loss": jnp.mean(mask)}
     loss = loss_config.mask_weight * parts["mask_loss"]
+    obey_weight = loss_config.get("obey_weight", 0.0)
+    if obey_weight > 0:
+        obey, has = obey_loss(
+            outputs["mask"], batch, loss_config.obey_radius, tuple(loss_config.obey_kinds)
+        )
+        # the mean over the samples that have such pixels: a batch of lassos adds nothing
+        parts["obey_loss"] = jnp.sum(obey) / jnp.maximum(jnp.sum(has), 1)
+        loss = loss + obey_weight * parts["obey_loss"]
     if "context" in outputs:
         parts["context_loss"] = jnp.mean(context_bce(outputs["context"], batch["context"]))
         parts["kind_loss"] = jnp.mean(kind_cross_entropy(outputs["kind"], batch["gesture_kind"]))

@@ -106,7 +106,7 @@ def test_bad_iterative_fields_are_named(field, value, message):
 
 def test_lite_iterative_variants_validate():
     path = ROOT / "experiments" / "lite_iterative.py"
-    for variant in ("offline", "offline_long", "offline_clicks", "demo", "tiny"):
+    for variant in ("offline", "offline_long", "offline_clicks", "offline_obey", "demo", "tiny"):
         validate_config(load_config(f"{path}:{variant}"))
     long = load_config(f"{path}:offline_long")
     assert long.init_from.endswith("lite_iterative_offline.digjax")  # continues its start
@@ -115,6 +115,8 @@ def test_lite_iterative_variants_validate():
     clicks = load_config(f"{path}:offline_clicks")
     assert clicks.init_from.endswith("lite_iterative_offline_long.digjax")  # the default
     assert clicks.data.kinds.count(0) == 2 and clicks.iterative.kinds.count(0) == 3
+    obey = load_config(f"{path}:offline_obey")
+    assert obey.init_from == clicks.init_from and obey.loss.obey_weight > 0
 
 
 def test_loop_trains_on_own_masks_starting_from_an_exported_segmenter(tiny_checkpoint, tmp_path):
@@ -126,6 +128,7 @@ def test_loop_trains_on_own_masks_starting_from_an_exported_segmenter(tiny_check
     config.model.update({k: tuple(v) if isinstance(v, list) else v for k, v in TINY_MODEL.items()})
     config.init_from = str(tiny_checkpoint)
     config.iterative.prob = 1.0
+    config.loss.obey_weight = 0.5  # the obey term rides along on the model's own masks
     config.optim.lr = 1e-12  # the weights stay where init_from put them
     config.total_steps = 2
     config.export = False
@@ -136,6 +139,7 @@ def test_loop_trains_on_own_masks_starting_from_an_exported_segmenter(tiny_check
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), atol=1e-6)
     rows = [line for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert any('"iterative_passes"' in row for row in rows)
+    assert any('"obey_loss"' in row for row in rows)
     config.init_from = str(tmp_path / "missing.digjax")
     with pytest.raises(ValueError, match=r"config\.init_from must be an existing"):
         validate_config(config)

@@ -204,6 +204,7 @@ def test_experiment_configs_validate(name, variant):
         ("batch_size", 0),
         ("model.input_kind", "clicks"),
         ("loss.mask", "dice"),
+        ("loss.obey_weight", -1.0),
         ("image_size", 48),
         ("data.multi_region_prob", 1.5),
         ("model.stage_modules", (1, 1)),

@@ -13,6 +13,7 @@ from dig_jax.train.losses import (
     context_bce,
     kind_cross_entropy,
     normalized_focal_loss,
+    obey_loss,
     sigmoid_bce,
     total_loss,
 )
@@ -98,3 +99,50 @@ def test_total_loss_weights_the_heads():
     loss_single, parts_single = total_loss({"mask": outputs["mask"]}, batch, cfg)
     np.testing.assert_allclose(loss_single, 2 * LOG2, rtol=1e-6)
     assert set(parts_single) == {"mask_loss"}
+
+
+def _obey_batch() -> dict:
+    """Two 1x5 samples: an ADD click at column 0 and a REMOVE click at column 4."""
+    distance = np.array([[[0, 1, 2, 3, 4]], [[4, 3, 2, 1, 0]]], np.uint8)
+    target = np.array([[[1, 1, 255, 0, 1]], [[1, 0, 255, 0, 0]]], np.uint8)
+    return {
+        "distance": distance,
+        "target": target,
+        "context": np.array([1, 0]),
+        "gesture_kind": np.array([0, 0]),
+    }
+
+
+def test_obey_loss_counts_near_pixels_with_the_asked_label_only():
+    batch = _obey_batch()
+    # ADD sample, radius 2: pixels 0, 1 (target 1); pixel 2 is void. REMOVE: pixels 3, 4 and
+    # 2 is void; so each sample averages BCE over two pixels.
+    logits = jnp.array([[[0.0, 2.0, 9.0, 9.0, -9.0]], [[-9.0, 9.0, 9.0, 0.0, -2.0]]])
+    loss, has = obey_loss(logits, batch, radius=2.0, kinds=(0, 1))
+    sp = lambda x: float(np.log1p(np.exp(x)))  # softplus
+    np.testing.assert_allclose(loss, [(sp(0) + sp(-2)) / 2, (sp(0) + sp(-2)) / 2], rtol=1e-6)
+    assert has.tolist() == [True, True]
+
+
+def test_obey_loss_is_zero_for_other_kinds_and_far_pixels():
+    batch = _obey_batch()
+    batch["gesture_kind"] = np.array([3, 0])  # a tight lasso is not obeyed pixel by pixel
+    logits = jnp.zeros((2, 1, 5))
+    loss, has = obey_loss(logits, batch, radius=0.0, kinds=(0, 1))
+    np.testing.assert_allclose(loss, [0.0, LOG2], rtol=1e-6)
+    assert has.tolist() == [False, True]
+
+
+def test_total_loss_adds_the_obey_term_over_samples_that_have_it():
+    cfg = ml_collections.ConfigDict(
+        dict(mask="bce", mask_weight=1.0, context_weight=0.0, kind_weight=0.0,
+             focal_alpha=0.5, focal_gamma=2.0, obey_weight=3.0, obey_radius=1.0,
+             obey_kinds=(0,))
+    )  # fmt: skip
+    batch = _obey_batch()
+    batch["gesture_kind"] = np.array([0, 2])  # only the first sample counts
+    loss, parts = total_loss({"mask": jnp.zeros((2, 1, 5))}, batch, cfg)
+    np.testing.assert_allclose(parts["obey_loss"], LOG2, rtol=1e-6)
+    np.testing.assert_allclose(loss, parts["mask_loss"] + 3.0 * LOG2, rtol=1e-6)
+    cfg.obey_weight = 0.0
+    assert "obey_loss" not in total_loss({"mask": jnp.zeros((2, 1, 5))}, batch, cfg)[1]
