@@ -105,6 +105,8 @@ class PipelineConfig:
       (None = the photo's own size).
     max_failures: a source whose first this-many tries all fail (bad file, no usable region)
       raises NoValidSampleError (0 = skip forever).
+    leak_prob: probability that a synthetic prior also holds another region of the photo, which
+      the sample's REMOVE gesture corrects (`dig_jax.data.samples.leak_prior`; records only).
     focus_prob: probability that a training creation click is cropped around its target, as
       `predict`'s focus pass sees it (`dig_jax.prompts.focus_box`), not the whole image.
     paper_mode: the DIG paper's input: the whole photo resized to `image_size`², no zoom-in
@@ -126,9 +128,10 @@ class PipelineConfig:
     max_failures: int = 200
     focus_prob: float = 0.0
     paper_mode: bool = False
+    leak_prob: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("prior_prob", "multi_region_prob", "focus_prob"):
+        for name in ("prior_prob", "multi_region_prob", "focus_prob", "leak_prob"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}: must be in [0, 1], got {getattr(self, name)}")
         if self.batch_size < 1:
@@ -291,6 +294,7 @@ class SampleTransform:
     max_failures: int = 0
     focus_prob: float = 0.0
     paper_mode: bool = False
+    leak_prob: float = 0.0
     token: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)
 
     def __call__(self, element: Record | DigEntry, rng: np.random.Generator) -> Sample | None:
@@ -318,6 +322,7 @@ class SampleTransform:
                     loaded, rng, prior_prob=self.prior_prob,
                     multi_region_prob=self.multi_region_prob, kinds=self.kinds,
                     with_distance=False,  # zoom_sample computes it on the crop
+                    leak_prob=self.leak_prob,
                 )  # fmt: skip
                 if sample is None:
                     name = element.describe or f"{element.source}:{element.image_id}"
@@ -439,6 +444,7 @@ def make_dataset(
         cfg.size, cfg.prior_prob, cfg.multi_region_prob if train else 0.0, cfg.kinds,
         cfg.max_side, augment=train, max_failures=cfg.max_failures,
         focus_prob=cfg.focus_prob if train else 0.0, paper_mode=cfg.paper_mode,
+        leak_prob=cfg.leak_prob if train else 0.0,
     )  # fmt: skip
     ds = ds.random_map(transform, seed=int(map_seed))
     read = grain.ReadOptions(num_threads=cfg.read_threads, prefetch_buffer_size=2 * cfg.batch_size)

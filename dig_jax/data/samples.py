@@ -186,6 +186,16 @@ def join_region(sample: Sample, other: np.ndarray) -> Sample:
     return out
 
 
+def leak_prior(prev: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """uint8[H, W] {0,1}: the previous mask `prev` with the region `other` (bool/{0,1}[H, W],
+    outside the GT) selected as well: the leak a wrong first mask leaves, for a REMOVE gesture
+    to correct. Synthetic priors alone (`synthesize_prior`) only err along the GT boundary."""
+    prev, other = np.asarray(prev), np.asarray(other)
+    if prev.shape != other.shape:
+        raise ValueError(f"other: shape {other.shape} differs from prev shape {prev.shape}")
+    return ((prev > 0) | (other > 0)).astype(np.uint8)
+
+
 def random_sample(
     loaded: LoadedRecord,
     rng: np.random.Generator,
@@ -194,6 +204,7 @@ def random_sample(
     multi_region_prob: float = 0.0,
     kinds: tuple[int, ...] = ALL_KINDS,
     with_distance: bool = True,
+    leak_prob: float = 0.0,
 ) -> Sample | None:
     """One random sample from a loaded record; None when it has no region of >= 300 non-void px.
 
@@ -202,8 +213,10 @@ def random_sample(
     ValueError such as a region that is void where it matters) or has no correction of >= 100
     px it falls back to creation on a random part. With probability `multi_region_prob` a
     creation sample becomes a multi-region one (dataAug, as in DIG): another disjoint region
-    joins the previous mask and the GT. `with_distance=False`: no "distance" key (see
-    `make_sample`).
+    joins the previous mask and the GT. With probability `leak_prob` a synthetic prior also
+    takes in another disjoint region of the photo (a wrong object or background selected, as a
+    bad first click leaves it; `leak_prior`) and the sample corrects that leak with a REMOVE
+    gesture. `with_distance=False`: no "distance" key (see `make_sample`).
     """
     regions = record_regions(loaded.instances, loaded.instance_ids, void=loaded.void)
     if not regions:
@@ -218,9 +231,16 @@ def random_sample(
             prev = synthesize_prior(loaded.image, region.mask, rng, void=loaded.void)
         except (PriorUnreachableError, ValueError):
             prev = None
+        leak = None
+        if prev is not None and leak_prob > 0 and entry.disjoint and rng.random() < leak_prob:
+            leak = entry.disjoint[int(rng.integers(len(entry.disjoint)))].mask > 0
+            prev = leak_prior(prev, leak)
         corrections = [] if prev is None else find_corrections(prev, region.mask, loaded.void)
-        if corrections:
+        if corrections and leak is not None:  # the component that holds the leak
+            correction = max(corrections, key=lambda c: int(np.sum((c.mask > 0) & leak)))
+        elif corrections:
             correction = corrections[int(rng.integers(len(corrections)))]
+        if corrections:
             sample = refinement_sample(
                 loaded.image, region, prev, correction, kind, rng, void=loaded.void,
                 image_id=image_id, with_distance=with_distance,

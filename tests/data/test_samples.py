@@ -12,6 +12,7 @@ from dig_jax.data.samples import (
     SAMPLE_KEYS,
     creation_sample,
     join_region,
+    leak_prior,
     random_sample,
     refinement_sample,
 )
@@ -151,3 +152,27 @@ def test_random_sample_skips_regions_that_are_mostly_void():
 
 def regions_of(instances, void):
     return [r.instance_id for r in extract_regions(instances, (1,), void=void)]
+
+
+def test_leaky_priors_select_another_region_and_remove_it(scenes):
+    leaky = 0
+    for k, loaded in enumerate(scenes):
+        s = random_sample(loaded, np.random.default_rng(k), prior_prob=1.0, leak_prob=1.0)
+        if s is None or not s["has_prev"]:
+            continue  # no prior or no second disjoint region in this scene
+        check_contract(s)
+        leak = (s["prev_mask"] > 0) & (s["region"] == 0)
+        if int(s["context"]) == Context.REMOVE and leak.sum() > 0.3 * (s["region"] > 0).sum():
+            if int(s["gesture_kind"]) == 0:  # a click lies on the leak, never on the object
+                assert np.all(s["target"][s["gesture"] > 0] != 1)
+            leaky += 1
+    assert leaky >= 2
+    same = [random_sample(scenes[0], np.random.default_rng(3), prior_prob=1.0) for _ in range(2)]
+    assert all(np.array_equal(same[0][key], same[1][key]) for key in ("prev_mask", "target"))
+
+
+def test_leak_prior_is_the_union_and_checks_shapes():
+    prev = np.array([[1, 0, 0]], np.uint8)
+    np.testing.assert_array_equal(leak_prior(prev, np.array([[0, 0, 1]], bool)), [[1, 0, 1]])
+    with pytest.raises(ValueError, match="other: shape"):
+        leak_prior(prev, np.zeros((2, 3), bool))

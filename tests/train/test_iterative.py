@@ -106,7 +106,8 @@ def test_bad_iterative_fields_are_named(field, value, message):
 
 def test_lite_iterative_variants_validate():
     path = ROOT / "experiments" / "lite_iterative.py"
-    for variant in ("offline", "offline_long", "offline_clicks", "offline_obey", "demo", "tiny"):
+    long_variants = ("offline_long", "offline_clicks", "offline_obey", "offline_leak")
+    for variant in ("offline", *long_variants, "demo", "tiny"):
         validate_config(load_config(f"{path}:{variant}"))
     long = load_config(f"{path}:offline_long")
     assert long.init_from.endswith("lite_iterative_offline.digjax")  # continues its start
@@ -117,6 +118,8 @@ def test_lite_iterative_variants_validate():
     assert clicks.data.kinds.count(0) == 2 and clicks.iterative.kinds.count(0) == 3
     obey = load_config(f"{path}:offline_obey")
     assert obey.init_from == clicks.init_from and obey.loss.obey_weight > 0
+    leak = load_config(f"{path}:offline_leak")
+    assert leak.init_from == clicks.init_from and leak.data.leak_prob > 0
 
 
 def test_loop_trains_on_own_masks_starting_from_an_exported_segmenter(tiny_checkpoint, tmp_path):
