@@ -23,12 +23,14 @@ up: a third of the first gestures and 3/7 of the corrections are clicks, iterati
 `offline_obey` continues `offline_long`'s checkpoint for 3000 more steps on the same data and
 schedule with the obey loss on (`train.losses.obey_loss`, weight 0.5, pixels within 4 px of a
 click or scribble that carry the label it asks for): a refinement click whose own pixel the
-model leaves unchanged is what stalls the NoG trajectories (docs/model_quality.md).
+model leaves unchanged looked like what stalls the NoG trajectories (a candidate, not shipped:
+clicks obeyed, convergence no better; docs/model_quality.md).
 
 `offline_leak` continues `offline_long`'s checkpoint for 3000 more steps on the same data at
 lr 1e-4 with leaky priors (`data.leak_prob`: 0.3 of the synthetic priors also hold another
 region of the photo, which the sample's REMOVE gesture corrects): the NoG runs that never reach
-90 % start from a first click that selected the wrong region, and REMOVE clicks on it are ignored.
+90 % start from a first click that selected the wrong region, and REMOVE clicks on it are ignored
+(a candidate, not shipped: those runs move, single gestures get worse; docs/model_quality.md).
 """
 
 from __future__ import annotations
