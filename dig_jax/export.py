@@ -26,7 +26,7 @@ from flax import serialization
 from dig_jax import prompts
 from dig_jax.cpu import predict_compiler_options, release_freed_memory
 from dig_jax.gestures.types import Context, GestureKind
-from dig_jax.models.interactive import build_segmenter
+from dig_jax.models.interactive import build_segmenter, flip_averaged
 
 MAGIC = b"DIGJAX-SEGMENTER 1\n"
 CHECKSUM_KEY = "sha256"  # in the JSON header, beside the config: see `checksum`
@@ -202,11 +202,13 @@ class LoadedSegmenter:
     def apply_logits(self, variables: dict, x: jax.Array) -> jax.Array:
         """Pure: mask logits f32[B, S, S] of the network with `variables` on the model input
         f32[B, S, S, C] (for callers that jit it with the weights as an argument)."""
-        return self.model.apply(variables, x, train=False)["mask"]
+        return self.apply_outputs(variables, x)["mask"]
 
     def apply_outputs(self, variables: dict, x: jax.Array) -> dict[str, jax.Array]:
-        """Pure: every head's output of the network with `variables` on x f32[B, S, S, C]."""
-        return self.model.apply(variables, x, train=False)
+        """Pure: every head's output of the network with `variables` on x f32[B, S, S, C]
+        (averaged over the left-right flip with `predict.flip`)."""
+        apply = functools.partial(self.model.apply, variables, train=False)
+        return flip_averaged(apply, x) if self.passes.flip else apply(x)
 
     def _logits(self, x: Any) -> jax.Array:
         return self._logits_jit(self.variables, x)
@@ -225,10 +227,10 @@ class LoadedSegmenter:
         return self._logits_fn
 
     def _make_logits_fn(self):
-        model, variables = self.model, self.variables
+        apply_logits, variables = self.apply_logits, self.variables
 
         def logits_fn(x: jax.Array) -> jax.Array:
-            return model.apply(variables, x, train=False)["mask"]
+            return apply_logits(variables, x)
 
         return logits_fn
 

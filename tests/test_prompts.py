@@ -285,3 +285,13 @@ def test_passes_read_the_rescue_zoom():
     for bad in (1, 0.5, -2, True, "2.5", float("nan"), float("inf")):
         with pytest.raises(ValueError, match=r"predict\.rescue_zoom"):
             prompts.Passes.from_config({"image_size": 64, "predict": {"rescue_zoom": bad}})
+
+
+def test_passes_read_the_flip():
+    config = {"image_size": 64, "predict": {"flip": True}}
+    assert prompts.Passes.from_config(config).flip
+    assert not prompts.Passes.from_config({"image_size": 64}).flip
+    assert not prompts.Passes.from_config(config, paper_mode=True).flip  # the paper's one pass
+    for bad in (1, "true", None):
+        with pytest.raises(ValueError, match=r"predict\.flip"):
+            prompts.Passes.from_config({"image_size": 64, "predict": {"flip": bad}})

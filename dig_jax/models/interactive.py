@@ -103,6 +103,20 @@ class Segmenter(nn.Module):
         return out
 
 
+def flip_averaged(apply: Any, x: jax.Array) -> dict[str, jax.Array]:
+    """Test-time flip: `apply`'s outputs on x f32[B, H, W, C] averaged with those on x flipped
+    left-right (one batch of 2B; training crops are flipped with probability 1/2, so both views
+    are in distribution). Mask logits f32[B, H, W] are flipped back before the mean; the
+    per-sample heads (context f32[B], kind f32[B, 5]) are averaged as they are."""
+    both = apply(jnp.concatenate([x, x[:, :, ::-1]]))
+    batch = x.shape[0]
+    out = {}
+    for key, value in both.items():
+        second = value[batch:]
+        out[key] = 0.5 * (value[:batch] + (second[:, :, ::-1] if key == "mask" else second))
+    return out
+
+
 def build_segmenter(model_config: Any) -> Segmenter:
     """Segmenter from a model ConfigDict (fields as in experiments/*.py `config.model`)."""
     input_kind = model_config.input_kind

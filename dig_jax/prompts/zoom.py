@@ -442,21 +442,23 @@ class Passes:
     pixels of a `size` px view of the whole photo), then, with `focus`, a whole-image creation
     runs once more at `size` on its first mask's box (`refocus_box`), and, with `rescue_zoom`
     > 1, a refinement click the first run ignored runs once more at `size` on a box that many
-    times smaller around the click (`rescue_box`). `from_config` reads them from a segmenter
-    config."""
+    times smaller around the click (`rescue_box`). With `flip`, every run averages the
+    network's logits on the crop and on the crop flipped left-right
+    (`models.interactive.flip_averaged`). `from_config` reads them from a segmenter config."""
 
     size: int
     click_size: int
     focus: bool = False
     rescue_zoom: float = 0.0
+    flip: bool = False
 
     @classmethod
     def from_config(cls, config: Any, paper_mode: bool = False, size: int | None = None) -> Passes:
         """From `config.predict` (`focus_pass`; `click_size`: 0 or absent = the working size;
-        `rescue_zoom`: 0 or absent = off) and the working size `size` (default
-        `config.image_size`); paper mode runs one pass at the working size. ValueError on a
-        click size that is not a positive multiple of 32 or a rescue zoom that is neither 0
-        nor a finite number > 1."""
+        `rescue_zoom`: 0 or absent = off; `flip`: absent = off) and the working size `size`
+        (default `config.image_size`); paper mode runs one pass at the working size, unflipped.
+        ValueError on a click size that is not a positive multiple of 32, a rescue zoom that is
+        neither 0 nor a finite number > 1, or a flip that is not a bool."""
         size = int(config["image_size"] if size is None else size)
         options = config.get("predict", None) or {}
         click = options.get("click_size", 0) or size
@@ -471,9 +473,13 @@ class Passes:
             or not (rescue == 0 or 1 < rescue < float("inf"))
         ):
             raise ValueError(f"predict.rescue_zoom must be 0 (off) or a number > 1, got {rescue!r}")
+        flip = options.get("flip", False)
+        if not isinstance(flip, bool):
+            raise ValueError(f"predict.flip must be true or false, got {flip!r}")
         if paper_mode:
             return cls(size, size, False)
-        return cls(size, int(click), bool(options.get("focus_pass", False)), float(rescue))
+        focus = bool(options.get("focus_pass", False))
+        return cls(size, int(click), focus, float(rescue), flip)
 
     def first_size(self, gesture_map: Any, prev_mask: Any) -> int:
         """The working size of a prompt's first run."""

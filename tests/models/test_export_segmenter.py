@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dig_jax
-from dig_jax.export import save_segmenter
+from dig_jax.export import LoadedSegmenter, save_segmenter
 from dig_jax.models.interactive import build_segmenter
 from dig_jax.train.config import base_config
 
@@ -57,6 +57,26 @@ def test_compiled_logits_take_the_weights_as_an_argument(exported):
     after = np.asarray(loaded.logits(x))
     assert not np.allclose(after, before)  # the new weights were read
     assert loaded._logits_jit._cache_size() == 1  # by the same compiled program
+
+
+def test_flip_averages_both_views_and_mirrors_with_the_input(exported):
+    """With `predict.flip` the logits are the mean of the network on x and on x mirrored
+    (mirrored back), so mirroring the input mirrors the logits exactly; heads are averaged."""
+    path, model, variables = exported
+    config = dig_jax.load_segmenter(path).config
+    config.predict = {"flip": True}
+    flipped = LoadedSegmenter(config, variables)
+    x = jnp.asarray(np.random.default_rng(3).uniform(0, 1, (2, 32, 32, model.in_channels)))
+    x = x.at[..., :3].multiply(255.0)
+    plain = model.apply(variables, x, train=False)["mask"]
+    mirror = model.apply(variables, x[:, :, ::-1], train=False)["mask"][:, :, ::-1]
+    got = np.asarray(flipped.logits(x))
+    np.testing.assert_allclose(got, 0.5 * (plain + mirror), rtol=1e-5, atol=1e-5)
+    assert not np.allclose(got, plain)  # a random network is not mirror-symmetric
+    again = np.asarray(jax.jit(flipped.predict_logits_fn())(x[:, :, ::-1]))
+    np.testing.assert_allclose(again, got[:, :, ::-1], rtol=1e-5, atol=1e-5)
+    outputs = flipped.apply_outputs(variables, x)
+    assert outputs["mask"].shape == (2, 32, 32)
 
 
 def test_predict_returns_a_binary_mask_at_any_size(exported):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dig_jax.models.heads import adaptive_max_pool
-from dig_jax.models.interactive import Segmenter, build_segmenter
+from dig_jax.models.interactive import Segmenter, build_segmenter, flip_averaged
 from dig_jax.prompts import batch_to_input, context_input, encode_context_clicks, gesture_input
 from dig_jax.train.config import TINY_BACKBONE, base_config
 
@@ -195,3 +195,18 @@ def test_context_click_encoding_routes_by_context_and_kind():
     assert out["positive"][1].sum() == 0
     np.testing.assert_array_equal(out["box"][2], box)
     assert out["positive"][2].sum() == 0 and out["negative"][2].sum() == 0
+
+
+def test_flip_averaged_mirrors_the_mask_back_and_averages_the_heads():
+    """A fake network whose mask is its first channel and whose heads read one pixel: the
+    flipped view's mask, mirrored back, equals the plain one, and each head is the mean of
+    the two views' values (known answers)."""
+    x = jnp.arange(2 * 4 * 5 * 1, dtype=jnp.float32).reshape(2, 4, 5, 1)
+
+    def apply(batch):
+        return {"mask": batch[..., 0], "context": batch[:, 0, 0, 0], "kind": batch[:, 0, :, 0]}
+
+    out = flip_averaged(apply, x)
+    np.testing.assert_array_equal(out["mask"], x[..., 0])  # mirrored back: the same map
+    np.testing.assert_array_equal(out["context"], 0.5 * (x[:, 0, 0, 0] + x[:, 0, 4, 0]))
+    assert out["kind"].shape == (2, 5)
