@@ -13,8 +13,9 @@ minutes), tiny (tests).
 more steps (lr 3e-4, 100 warm-up steps) with the longer iterative schedule of the robust
 ablation's control (p = 0.6, 1-4 rounds, clicks aim a third of the corrections;
 `experiments/lite_robust.py`), and exports with creation clicks run at 320
-(`predict.click_size`) and ignored refinement clicks run again on a box 2.5× smaller around the
-click (`predict.rescue_zoom`; docs/model_quality.md).
+(`predict.click_size`), ignored refinement clicks run again on a box 2.5× smaller around the
+click (`predict.rescue_zoom`) and every run averaged with its mirrored crop (`predict.flip`;
+docs/model_quality.md).
 
 `offline_clicks` continues `offline_long`'s checkpoint for 3500 more steps with clicks weighted
 up: a third of the first gestures and 3/7 of the corrections are clicks, iterative p = 0.7 with
@@ -64,6 +65,7 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
         config.iterative.kinds = (0, 0, 1, 2, 3, 4)  # clicks aim a third of the corrections
         config.predict.click_size = 320  # a creation click's whole-photo pass (prompts.Passes)
         config.predict.rescue_zoom = 2.5  # an ignored refinement click runs again, closer
+        config.predict.flip = True  # logits averaged with those of the mirrored crop
         if arg == "offline_clicks":  # the default continued with clicks weighted up
             config.init_from = str(CHECKPOINT_DIR / "lite_iterative_offline_long.digjax")
             config.total_steps = CLICKS_STEPS
