@@ -31,7 +31,8 @@ clicks obeyed, convergence no better; docs/model_quality.md).
 lr 1e-4 with leaky priors (`data.leak_prob`: 0.3 of the synthetic priors also hold another
 region of the photo, which the sample's REMOVE gesture corrects): the NoG runs that never reach
 90 % start from a first click that selected the wrong region, and REMOVE clicks on it are ignored
-(a candidate, not shipped: those runs move, single gestures get worse; docs/model_quality.md).
+(a candidate, not shipped: those runs move and single gestures get worse, as much as in a
+control continuation without leaks, `--config.data.leak_prob=0.0`; docs/model_quality.md).
 """
 
 from __future__ import annotations

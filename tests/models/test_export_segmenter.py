@@ -61,7 +61,8 @@ def test_compiled_logits_take_the_weights_as_an_argument(exported):
 
 def test_flip_averages_both_views_and_mirrors_with_the_input(exported):
     """With `predict.flip` the logits are the mean of the network on x and on x mirrored
-    (mirrored back), so mirroring the input mirrors the logits exactly; heads are averaged."""
+    (mirrored back), so mirroring the input mirrors the logits exactly (the heads' mean:
+    `test_flip_averaged_mirrors_the_mask_back_and_averages_the_heads`)."""
     path, model, variables = exported
     config = dig_jax.load_segmenter(path).config
     config.predict = {"flip": True}
