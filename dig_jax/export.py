@@ -280,11 +280,11 @@ class LoadedSegmenter:
         return out, crop, box, prev, image.shape[:2]
 
     def _rescue_box(self, gesture_map, prev, box, logits, crop, shape) -> prompts.ZoomBox | None:
-        """The click-rescue pass's box (`prompts.rescue_box`), or None (off, or not due)."""
-        if self.passes.rescue_zoom <= 1 or prompts.refinement_click(gesture_map, prev) is None:
+        """The rescue pass's box (`prompts.Passes.rescue`), or None (off, or not due)."""
+        if not self.passes.rescue_due(gesture_map, prev):
             return None
         mask = prompts.paste_mask(logits, box, shape, prev, crop["prev_mask"])
-        return prompts.rescue_box(gesture_map, prev, box, mask, self.passes.rescue_zoom, self.size)
+        return self.passes.rescue(gesture_map, prev, box, mask)
 
     def _network(self, crop: dict, context: int, kind: int | None, heads: bool) -> dict:
         """The network's outputs on one crop (numpy, batch axis dropped; finite logits)."""

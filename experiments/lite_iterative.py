@@ -14,7 +14,8 @@ more steps (lr 3e-4, 100 warm-up steps) with the longer iterative schedule of th
 ablation's control (p = 0.6, 1-4 rounds, clicks aim a third of the corrections;
 `experiments/lite_robust.py`), and exports with creation clicks run at 320
 (`predict.click_size`), ignored refinement clicks run again on a box 2.5× smaller around the
-click (`predict.rescue_zoom`) and every run averaged with its mirrored crop (`predict.flip`;
+click (`predict.rescue_zoom`), ignored refinement strokes and outlines run again on their own
+box (`predict.rescue_strokes`) and every run averaged with its mirrored crop (`predict.flip`;
 docs/model_quality.md).
 
 `offline_clicks` continues `offline_long`'s checkpoint for 3500 more steps with clicks weighted
@@ -67,6 +68,7 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
         config.predict.click_size = 320  # a creation click's whole-photo pass (prompts.Passes)
         config.predict.rescue_zoom = 2.5  # an ignored refinement click runs again, closer
         config.predict.flip = True  # logits averaged with those of the mirrored crop
+        config.predict.rescue_strokes = True  # an ignored refinement stroke runs again, closer
         if arg == "offline_clicks":  # the default continued with clicks weighted up
             config.init_from = str(CHECKPOINT_DIR / "lite_iterative_offline_long.digjax")
             config.total_steps = CLICKS_STEPS

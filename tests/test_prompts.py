@@ -287,6 +287,63 @@ def test_passes_read_the_rescue_zoom():
             prompts.Passes.from_config({"image_size": 64, "predict": {"rescue_zoom": bad}})
 
 
+def test_stroke_rescue_box_reruns_an_ignored_refinement_stroke_on_its_own_box():
+    shape = (120, 180)
+    prev = np.zeros(shape, np.uint8)
+    prev[10:110, 20:160] = 1  # a large mask; the lasso marks a sliver at its lower edge
+    lasso = np.zeros(shape, np.uint8)
+    lasso[100:116, 60:100] = 1
+    lasso[104:112, 64:96] = 0  # an outline: its footprint is the filled 16x40 box
+    box = prompts.zoom_box(lasso, prev, 64)
+    rescue = prompts.stroke_rescue_box(lasso, prev, box, prev.copy(), 64)
+    # the gesture's own box (40 px wide) x EXPAND, centred on it
+    assert rescue is not None and rescue.side == pytest.approx(40 * prompts.EXPAND)
+    assert rescue.x0 + rescue.side / 2 == pytest.approx(80) and rescue.side < box.side
+    changed = prev.copy()
+    changed[100:110, 60:100] = 0  # 400 of 640 footprint pixels changed: not ignored
+    assert prompts.stroke_rescue_box(lasso, prev, box, changed, 64) is None
+    barely = prev.copy()
+    barely[100, 60:70] = 0  # 10 of 640 (1.6 % <= IGNORED_FRACTION): still ignored
+    assert prompts.stroke_rescue_box(lasso, prev, box, barely, 64) is not None
+    assert prompts.stroke_rescue_box(lasso, None, box, prev, 64) is None  # a creation
+    click = rasterize(Gesture(GestureKind.CLICK, [[90.0, 60.0]], False), shape)
+    assert prompts.stroke_rescue_box(click, prev, box, prev, 64) is None  # clicks: rescue_box
+    assert prompts.stroke_rescue_box(np.zeros(shape, np.uint8), prev, box, prev, 64) is None
+    # a gesture whose own box is the first view already: no rerun on the same view
+    wide = np.zeros(shape, np.uint8)
+    wide[5:115, 10:170] = 1
+    assert prompts.stroke_rescue_box(wide, prev, prompts.zoom_box(wide, prev, 64), prev, 64) is None
+
+
+def test_passes_route_each_rescue_to_its_own_switch():
+    shape = (120, 180)
+    prev = np.zeros(shape, np.uint8)
+    prev[10:110, 20:160] = 1
+    lasso = np.zeros(shape, np.uint8)
+    lasso[100:116, 60:100] = 1
+    click = rasterize(Gesture(GestureKind.CLICK, [[90.0, 60.0]], False), shape)
+    both = prompts.Passes.from_config(
+        {"image_size": 64, "predict": {"rescue_zoom": 2.5, "rescue_strokes": True}}
+    )
+    clicks_only = prompts.Passes(64, 64, rescue_zoom=2.5)
+    strokes_only = prompts.Passes(64, 64, rescue_strokes=True)
+    assert both.rescues and clicks_only.rescues and strokes_only.rescues
+    assert not prompts.Passes(64, 64).rescues
+    for gesture, rescued_by in ((click, (both, clicks_only)), (lasso, (both, strokes_only))):
+        box = prompts.zoom_box(gesture, prev, 64)
+        for passes in (both, clicks_only, strokes_only):
+            got = passes.rescue(gesture, prev, box, prev.copy())
+            assert (got is not None) == (passes in rescued_by)
+            assert passes.rescue_due(gesture, prev) == (passes in rescued_by)
+        assert not both.rescue_due(gesture, None)  # creations are never rescued
+    assert not prompts.Passes.from_config(
+        {"image_size": 64, "predict": {"rescue_strokes": True}}, paper_mode=True
+    ).rescue_strokes
+    for bad in (1, "true", None):
+        with pytest.raises(ValueError, match=r"predict\.rescue_strokes"):
+            prompts.Passes.from_config({"image_size": 64, "predict": {"rescue_strokes": bad}})
+
+
 def test_passes_read_the_flip():
     config = {"image_size": 64, "predict": {"flip": True}}
     assert prompts.Passes.from_config(config).flip

@@ -181,14 +181,13 @@ def segmenter_predictor(
         return prompts.paste_mask(crop_logits, box, shape, prev, prev_crop)
 
     def rescued(chunk, results, masks) -> tuple[list, list]:
-        """The click-rescue pass (`prompts.rescue_box`) for the chunk's ignored refinement
-        clicks: their results and masks replaced by a second run around the click."""
+        """The rescue pass (`prompts.Passes.rescue`) for the chunk's ignored refinement
+        prompts: their results and masks replaced by a second run, closer."""
         boxes = {}
         for i, sample in enumerate(chunk):
             if bool(sample["has_prev"]):
                 box = results[i][1]
-                rescue = prompts.rescue_box(sample["gesture"], sample["prev_mask"], box, masks[i],
-                                            passes.rescue_zoom, passes.size)  # fmt: skip
+                rescue = passes.rescue(sample["gesture"], sample["prev_mask"], box, masks[i])
                 if rescue is not None:
                     boxes[i] = rescue
         if not boxes:
@@ -207,7 +206,7 @@ def segmenter_predictor(
             if passes.focus:
                 results = refocused(chunk, results)
             chunk_masks = [pasted(s, r) for s, r in zip(chunk, results, strict=True)]
-            if passes.rescue_zoom > 1:
+            if passes.rescues:
                 results, chunk_masks = rescued(chunk, results, chunk_masks)
             masks.extend(chunk_masks)
         return masks

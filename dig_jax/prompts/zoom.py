@@ -39,6 +39,7 @@ EXPAND = 1.4
 EXPAND_OPEN = 2.5
 MIN_SIDE_FRACTION = 0.5
 DOT_EXTENT = 4 * BRUSH_RADIUS  # px: a creation gesture no wider or taller than this is a click
+IGNORED_FRACTION = 0.02  # a refinement stroke whose footprint changed at most this much was ignored
 CLOSED_FILL_RATIO = 1.3  # filled / stroke area above which a gesture encloses a region
 PAD_RGB = (124, 116, 104)  # the ImageNet mean colour: zero after the models' normalisation
 OUTSIDE_LOGIT = -20.0  # logit pasted outside the zoom box (background)
@@ -425,6 +426,31 @@ def rescue_box(
     return local if local.side < 0.9 * box.side else None
 
 
+def stroke_rescue_box(
+    gesture_map: Any, prev_mask: Any, box: ZoomBox, mask: np.ndarray, size: int
+) -> ZoomBox | None:
+    """The stroke-rescue pass: a refinement gesture that is not a dot (a scribble, lasso or
+    rectangle on a previous mask) that the first run left alone (at most `IGNORED_FRACTION` of
+    its footprint, the marked pixels with the area they enclose, changed from `prev_mask` in
+    `mask`, the first run's mask on the photo) runs again on the gesture's own box expanded
+    ×`EXPAND`, without the rest of the previous mask, where a small error (a sliver along the
+    boundary of a large mask) fills more of the view. None when no second run is due."""
+    if prev_mask is None or refinement_click(gesture_map, prev_mask) is not None:
+        return None
+    gesture = np.asarray(gesture_map) > 0
+    bounds = _bounds(gesture)
+    if bounds is None:
+        return None
+    footprint = fill_holes(gesture)
+    changed = ((np.asarray(mask) > 0) != (np.asarray(prev_mask) > 0)) & footprint
+    if changed.sum() > IGNORED_FRACTION * footprint.sum():
+        return None
+    x1, y1, x2, y2 = bounds
+    side = max(x2 - x1, y2 - y1) * EXPAND
+    local = fit_box((x1 + x2) / 2, (y1 + y2) / 2, side, gesture.shape, size)
+    return local if local.side < 0.9 * box.side else None
+
+
 def creation_click(gesture_map: Any, prev_mask: Any) -> bool:
     """True for a creation prompt (no previous mask) whose gesture is a dot, no wider or taller
     than `DOT_EXTENT` px: it says nothing about the object's extent (`zoom_box` runs it on the
@@ -442,23 +468,27 @@ class Passes:
     pixels of a `size` px view of the whole photo), then, with `focus`, a whole-image creation
     runs once more at `size` on its first mask's box (`refocus_box`), and, with `rescue_zoom`
     > 1, a refinement click the first run ignored runs once more at `size` on a box that many
-    times smaller around the click (`rescue_box`). With `flip`, every run averages the
-    network's logits on the crop and on the crop flipped left-right
-    (`models.interactive.flip_averaged`). `from_config` reads them from a segmenter config."""
+    times smaller around the click (`rescue_box`), and with `rescue_strokes` any other
+    refinement gesture it ignored runs once more on the gesture's own box
+    (`stroke_rescue_box`). With `flip`, every run averages the network's logits on the crop
+    and on the crop flipped left-right (`models.interactive.flip_averaged`). `from_config`
+    reads them from a segmenter config."""
 
     size: int
     click_size: int
     focus: bool = False
     rescue_zoom: float = 0.0
     flip: bool = False
+    rescue_strokes: bool = False
 
     @classmethod
     def from_config(cls, config: Any, paper_mode: bool = False, size: int | None = None) -> Passes:
         """From `config.predict` (`focus_pass`; `click_size`: 0 or absent = the working size;
-        `rescue_zoom`: 0 or absent = off; `flip`: absent = off) and the working size `size`
-        (default `config.image_size`); paper mode runs one pass at the working size, unflipped.
-        ValueError on a click size that is not a positive multiple of 32, a rescue zoom that is
-        neither 0 nor a finite number > 1, or a flip that is not a bool."""
+        `rescue_zoom`: 0 or absent = off; `flip`, `rescue_strokes`: absent = off) and the
+        working size `size` (default `config.image_size`); paper mode runs one pass at the
+        working size, unflipped. ValueError on a click size that is not a positive multiple of
+        32, a rescue zoom that is neither 0 nor a finite number > 1, or a flip or
+        rescue_strokes that is not a bool."""
         size = int(config["image_size"] if size is None else size)
         options = config.get("predict", None) or {}
         click = options.get("click_size", 0) or size
@@ -476,10 +506,38 @@ class Passes:
         flip = options.get("flip", False)
         if not isinstance(flip, bool):
             raise ValueError(f"predict.flip must be true or false, got {flip!r}")
+        strokes = options.get("rescue_strokes", False)
+        if not isinstance(strokes, bool):
+            raise ValueError(f"predict.rescue_strokes must be true or false, got {strokes!r}")
         if paper_mode:
             return cls(size, size, False)
         focus = bool(options.get("focus_pass", False))
-        return cls(size, int(click), focus, float(rescue), flip)
+        return cls(size, int(click), focus, float(rescue), flip, strokes)
+
+    @property
+    def rescues(self) -> bool:
+        """Whether a refinement prompt the first run ignored may run a second time."""
+        return self.rescue_zoom > 1 or self.rescue_strokes
+
+    def rescue_due(self, gesture_map: Any, prev_mask: Any) -> bool:
+        """Whether this prompt could get a rescue pass (before seeing the first run)."""
+        if prev_mask is None:
+            return False
+        if refinement_click(gesture_map, prev_mask) is not None:
+            return self.rescue_zoom > 1
+        return self.rescue_strokes
+
+    def rescue(
+        self, gesture_map: Any, prev_mask: Any, box: ZoomBox, mask: np.ndarray
+    ) -> ZoomBox | None:
+        """The rescue pass's box for a refinement prompt the first run ignored (`mask`: its
+        mask on the photo): `rescue_box` for a click, `stroke_rescue_box` for any other
+        gesture, each when on; None when no second run is due."""
+        if not self.rescue_due(gesture_map, prev_mask):
+            return None
+        if refinement_click(gesture_map, prev_mask) is not None:
+            return rescue_box(gesture_map, prev_mask, box, mask, self.rescue_zoom, self.size)
+        return stroke_rescue_box(gesture_map, prev_mask, box, mask, self.size)
 
     def first_size(self, gesture_map: Any, prev_mask: Any) -> int:
         """The working size of a prompt's first run."""

@@ -299,3 +299,61 @@ def test_loaded_segmenter_rescues_clicks_as_the_predictor_does(tiny_checkpoint):
         row, col = prompts.refinement_click(sample["gesture"], sample["prev_mask"])
         ignored = (got[row, col] > 0) == (sample["prev_mask"][row, col] > 0)
         assert len(runs) in (1, 2) and (len(runs) == 2) <= ignored
+
+
+def refinement_scribbles(shape=(120, 180)) -> list[dict[str, np.ndarray]]:
+    """A scribble inside a large previous mask and one outside it, on a flat photo."""
+    prev = np.zeros(shape, np.uint8)
+    prev[10:110, 10:130] = 1
+    samples = []
+    for points, context in (([[50.0, 90.0], [80.0, 95.0]], 0), ([[140.0, 30.0], [170.0, 40.0]], 1)):
+        samples.append({
+            "image": np.full((*shape, 3), 9, np.uint8),
+            "gesture": rasterize(Gesture(GestureKind.SCRIBBLE, points, False), shape),
+            "prev_mask": prev, "has_prev": np.bool_(True), "context": np.int32(context),
+            "gesture_kind": np.int32(GestureKind.SCRIBBLE),
+        })  # fmt: skip
+    return samples
+
+
+def test_stroke_rescue_reruns_an_ignored_refinement_stroke_on_its_own_box():
+    seg, seen = recording_segmenter("gesture")
+    seg.config.predict = {"rescue_strokes": True}
+    samples = refinement_scribbles()
+    segmenter_predictor(seg, batch_size=2)(samples)
+    # the stand-in's mask is the gesture: the scribble inside the mask leaves its own pixels
+    # as they were, ignored, and runs again; the one outside sets them, and does not
+    assert [x.shape[0] for x in seen] == [2, 1]
+    sample = samples[0]
+    box = prompts.zoom_box(sample["gesture"], sample["prev_mask"], SIZE)
+    rescue = prompts.stroke_rescue_box(sample["gesture"], sample["prev_mask"], box,
+                                       sample["prev_mask"], SIZE)  # fmt: skip
+    assert rescue is not None and rescue.side < box.side
+    again = prompts.crop_prompt(sample["image"], sample["gesture"], sample["prev_mask"], rescue,
+                                SIZE)  # fmt: skip
+    np.testing.assert_array_equal(seen[1][0, ..., 3], again["gesture"])
+    np.testing.assert_array_equal(seen[1][0, ..., 5], again["prev_mask"])
+    seen.clear()
+    seg.config.predict = {"rescue_zoom": 2.5}  # clicks only: strokes run once
+    segmenter_predictor(seg, batch_size=2)(samples)
+    assert [x.shape[0] for x in seen] == [2]
+
+
+def test_loaded_segmenter_rescues_strokes_as_the_predictor_does(tiny_checkpoint):
+    import dig_jax
+    from dig_jax.export import LoadedSegmenter
+
+    loaded = dig_jax.load_segmenter(tiny_checkpoint)
+    config = ml_collections.ConfigDict(loaded.config.to_dict())
+    config.predict = {"rescue_strokes": True}
+    seg = LoadedSegmenter(config, loaded.variables)
+    runs = []
+    original = seg._network
+    seg._network = lambda crop, *a: runs.append(crop["image"].shape[0]) or original(crop, *a)
+    samples = refinement_scribbles()
+    masks = segmenter_predictor(seg, batch_size=2)(samples)
+    for sample, mask in zip(samples, masks, strict=True):
+        runs.clear()
+        got = seg.predict(sample["image"], sample["gesture"], sample["prev_mask"])
+        np.testing.assert_array_equal(got, mask)
+        assert len(runs) in (1, 2)
