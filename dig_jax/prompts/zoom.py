@@ -533,10 +533,12 @@ class Passes:
         """The rescue pass's box for a refinement prompt the first run ignored (`mask`: its
         mask on the photo): `rescue_box` for a click, `stroke_rescue_box` for any other
         gesture, each when on; None when no second run is due."""
-        if not self.rescue_due(gesture_map, prev_mask):
+        if prev_mask is None:
             return None
         if refinement_click(gesture_map, prev_mask) is not None:
             return rescue_box(gesture_map, prev_mask, box, mask, self.rescue_zoom, self.size)
+        if not self.rescue_strokes:
+            return None
         return stroke_rescue_box(gesture_map, prev_mask, box, mask, self.size)
 
     def first_size(self, gesture_map: Any, prev_mask: Any) -> int:
