@@ -13,8 +13,13 @@ this config's `offline` variant with `--config.total_steps=2500` (a short run).
 steps on the same real sources with the same iterative sampling, focus crops, schedule and
 held-out validation, so that the gesture-agnostic vs. context comparison sees the same data and
 fine-tune budget (the two starting points were trained 9000 and 2500 steps).
-Variants: paper, offline, offline_real, demo (default), tiny (raw gesture maps instead of
-skeleton clicks).
+
+`offline_long` is the context side of the default's second fine-tune
+(`experiments/lite_iterative.py:offline_long`): from `lite_context_real_offline`, the same 4000
+steps with the same schedule, iterative sampling, leaky priors (the leak's REMOVE gesture told
+as remove) and inference settings.
+Variants: paper, offline, offline_real, offline_long, demo (default), tiny (raw gesture maps
+instead of skeleton clicks).
 """
 
 from __future__ import annotations
@@ -22,14 +27,21 @@ from __future__ import annotations
 import ml_collections
 
 from dig_jax.paths import CHECKPOINT_DIR
-from dig_jax.train.config import base_config, with_lite_backbone, with_real_fine_tune
+from dig_jax.train.config import (
+    base_config,
+    with_lite_backbone,
+    with_long_fine_tune,
+    with_real_fine_tune,
+)
 
 
 def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
     arg = arg or "demo"
-    config = with_lite_backbone(base_config(arg.removesuffix("_real")))
+    config = with_lite_backbone(base_config(arg.removesuffix("_real").removesuffix("_long")))
     config.model.input_kind = "context"
     config.model.context_encoding = "gesture" if config.variant == "tiny" else "clicks"
     if arg == "offline_real":  # the default's fine-tune, on the context network
         with_real_fine_tune(config, str(CHECKPOINT_DIR / "lite_context_baseline_offline.digjax"))
+    if arg == "offline_long":  # the default's second fine-tune, on the context network
+        with_long_fine_tune(config, str(CHECKPOINT_DIR / "lite_context_real_offline.digjax"))
     return config

@@ -46,7 +46,12 @@ from __future__ import annotations
 import ml_collections
 
 from dig_jax.paths import CHECKPOINT_DIR
-from dig_jax.train.config import base_config, with_lite_backbone, with_real_fine_tune
+from dig_jax.train.config import (
+    base_config,
+    with_lite_backbone,
+    with_long_fine_tune,
+    with_real_fine_tune,
+)
 
 LONG_STEPS = 4000
 CLICKS_STEPS = 3500
@@ -61,20 +66,9 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
     config.iterative.prob = 0.5
     config.data.focus_prob = 0.5  # creation clicks cropped as the focus pass sees them
     if long:
-        with_real_fine_tune(
+        with_long_fine_tune(
             config, str(CHECKPOINT_DIR / "lite_iterative_offline.digjax"), steps=LONG_STEPS
         )
-        config.optim.lr = 3e-4
-        config.optim.warmup_steps = 100
-        config.checkpoint.save_every = 250
-        config.iterative.prob = 0.6
-        config.iterative.max_steps = 4
-        config.iterative.kinds = (0, 0, 1, 2, 3, 4)  # clicks aim a third of the corrections
-        config.predict.click_size = 320  # a creation click's whole-photo pass (prompts.Passes)
-        config.predict.rescue_zoom = 2.5  # an ignored refinement click runs again, closer
-        config.predict.flip = True  # logits averaged with those of the mirrored crop
-        config.predict.rescue_strokes = True  # an ignored refinement stroke runs again, closer
-        config.data.leak_prob = 0.3  # priors that took in another region, corrected by REMOVE
         if arg in ("offline_clicks", "offline_obey"):
             config.data.leak_prob = 0.0  # as measured: their data had no leaky priors
         if arg == "offline_clicks":  # the default continued with clicks weighted up

@@ -237,6 +237,29 @@ def with_real_fine_tune(
     return config
 
 
+def with_long_fine_tune(
+    config: ml_collections.ConfigDict, init_from: str, steps: int = 4000
+) -> ml_collections.ConfigDict:
+    """The shipped default's second fine-tune (`lite_iterative:offline_long`), in place: the
+    first one (`with_real_fine_tune`) from `init_from` for `steps` steps at lr 3e-4 (100
+    warm-up steps), with the longer iterative schedule (p = 0.6, 1-4 rounds, clicks aim a third
+    of the corrections), leaky priors (`data.leak_prob` 0.3) and the shipped inference settings
+    (`prompts.Passes`: creation clicks at 320, both rescue passes, the flip)."""
+    with_real_fine_tune(config, init_from, steps=steps)
+    config.optim.lr = 3e-4
+    config.optim.warmup_steps = 100
+    config.checkpoint.save_every = 250
+    config.iterative.prob = 0.6
+    config.iterative.max_steps = 4
+    config.iterative.kinds = (0, 0, 1, 2, 3, 4)  # clicks aim a third of the corrections
+    config.predict.click_size = 320  # a creation click's whole-photo pass (prompts.Passes)
+    config.predict.rescue_zoom = 2.5  # an ignored refinement click runs again, closer
+    config.predict.flip = True  # logits averaged with those of the mirrored crop
+    config.predict.rescue_strokes = True  # an ignored refinement stroke runs again, closer
+    config.data.leak_prob = 0.3  # priors that took in another region, corrected by REMOVE
+    return config
+
+
 def with_lite_backbone(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     """Switch to EfficientNet-Lite0 with ImageNet features (except `tiny`, which starts from
     random weights to stay fast), a light FPN decoder and a stride-2 refinement, in place.
