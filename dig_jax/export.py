@@ -309,8 +309,9 @@ class LoadedSegmenter:
         (`config.model.multihead` false)}."""
         out, crop, box, prev, shape = self._run(image, gesture_map, prev_mask, Context.ADD, None,
                                                 heads=True)  # fmt: skip
+        mask = prompts.paste_mask(out["mask"], box, shape, prev, crop["prev_mask"])
         result = {
-            "mask": prompts.paste_mask(out["mask"], box, shape, prev, crop["prev_mask"]),
+            "mask": self.passes.merged(gesture_map, prev, mask),
             "logits": prompts.paste_logits(out["mask"], box, shape),
             "context": None,
             "kind": None,
@@ -336,7 +337,8 @@ class LoadedSegmenter:
         `context`, `kind`: for context baselines only (see `crop_input`).
         """
         out, crop, box, prev, shape = self._run(image, gesture_map, prev_mask, context, kind)
-        return prompts.paste_mask(out["mask"], box, shape, prev, crop["prev_mask"])
+        mask = prompts.paste_mask(out["mask"], box, shape, prev, crop["prev_mask"])
+        return self.passes.merged(gesture_map, prev, mask)
 
 
 def load_segmenter(path: str | Path) -> LoadedSegmenter:

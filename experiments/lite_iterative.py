@@ -39,6 +39,12 @@ selected the wrong region, and REMOVE clicks on it are ignored (a candidate, not
 runs move and single gestures get worse, as much as in a control continuation without leaks,
 `--config.data.leak_prob=0.0`; docs/model_quality.md); leaks from the start of `offline_long`
 are what the default now trains with.
+
+`offline_coarse` is `offline_long` (the same start, data, schedule and 4000 steps) with 0.3 of
+the synthetic priors badly wrong (`data.coarse_prob`, `dig_jax.data.priors.coarse_prior`: a
+small piece of the region, or the region with a blob of background), each sample correcting
+the largest error: in NoG with clicks the default's refinement clicks change too little after
+a wrong first mask (docs/model_quality.md).
 """
 
 from __future__ import annotations
@@ -60,7 +66,13 @@ CONTINUE_STEPS = 3000
 
 def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
     arg = arg or "demo"
-    long = arg in ("offline_long", "offline_clicks", "offline_obey", "offline_leak")
+    long = arg in (
+        "offline_long",
+        "offline_clicks",
+        "offline_obey",
+        "offline_leak",
+        "offline_coarse",
+    )
     config = with_lite_backbone(base_config("offline" if long else arg))
     config.data.multi_region_prob = 0.2
     config.iterative.prob = 0.5
@@ -84,6 +96,8 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
             config.loss.obey_weight = 0.5
             config.loss.obey_radius = 4.0
             config.loss.obey_kinds = (0, 1)
+        if arg == "offline_coarse":  # the default's run with badly wrong priors as well
+            config.data.coarse_prob = 0.3
         if arg == "offline_leak":  # the default continued with leaky priors
             config.init_from = str(CHECKPOINT_DIR / "lite_iterative_offline_long.digjax")
             config.total_steps = CONTINUE_STEPS

@@ -344,6 +344,74 @@ def test_passes_route_each_rescue_to_its_own_switch():
             prompts.Passes.from_config({"image_size": 64, "predict": {"rescue_strokes": bad}})
 
 
+def test_merge_local_keeps_only_the_changes_the_gesture_touches():
+    prev = np.zeros((40, 60), np.uint8)
+    prev[5:20, 5:25] = 1
+    mask = prev.copy()
+    mask[5:20, 25:32] = 1  # added beside the mask, where the click is
+    mask[30:36, 45:55] = 1  # added far away: no gesture there
+    mask[5:8, 5:18] = 0  # removed along the top edge, not connected to the click's change
+    click = rasterize(Gesture(GestureKind.CLICK, [[28.0, 12.0]], False), prev.shape)
+    want = prev.copy()
+    want[5:20, 25:32] = 1
+    np.testing.assert_array_equal(prompts.merge_local(mask, prev, click), want)
+    # a lasso's footprint is the area it encloses: a change inside it counts
+    lasso = np.zeros_like(prev)
+    lasso[28:38, 43:57] = 1
+    lasso[30:36, 45:55] = 0
+    want = prev.copy()
+    want[30:36, 45:55] = 1
+    np.testing.assert_array_equal(prompts.merge_local(mask, prev, lasso), want)
+    # a gesture the network ignored (no change touches it): its mask as it is
+    far = rasterize(Gesture(GestureKind.CLICK, [[2.0, 37.0]], False), prev.shape)
+    np.testing.assert_array_equal(prompts.merge_local(mask, prev, far), mask)
+    np.testing.assert_array_equal(prompts.merge_local(prev, prev, click), prev)
+    with pytest.raises(ValueError, match="prev_mask shape"):
+        prompts.merge_local(mask, prev[:-1], click)
+
+
+@given(st.integers(0, 2**32 - 1))
+def test_merge_local_only_takes_changes_the_network_made(seed):
+    rng = np.random.default_rng(seed)
+    prev = (rng.random((24, 24)) < 0.4).astype(np.uint8)
+    mask = (rng.random((24, 24)) < 0.4).astype(np.uint8)
+    gesture = np.zeros_like(prev)
+    gesture[tuple(rng.integers(0, 24, 2))] = 1
+    merged = prompts.merge_local(mask, prev, gesture)
+    assert set(np.unique(merged)) <= {0, 1}
+    changed = merged != prev
+    assert np.all(merged[changed] == mask[changed])  # every change is one the network made
+    np.testing.assert_array_equal(prompts.merge_local(merged, prev, gesture), merged)
+    np.testing.assert_array_equal(prompts.merge_local(mask, prev, np.ones_like(prev)), mask)
+
+
+def test_passes_merge_the_prompts_they_name():
+    shape = (40, 60)
+    prev = np.zeros(shape, np.uint8)
+    prev[5:20, 5:25] = 1
+    mask = prev.copy()
+    mask[5:20, 25:32] = 1
+    mask[30:36, 45:55] = 1
+    click = rasterize(Gesture(GestureKind.CLICK, [[28.0, 12.0]], False), shape)
+    scribble = rasterize(Gesture(GestureKind.SCRIBBLE, [[27.0, 8.0], [29.0, 18.0]], False), shape)
+    for merge, merges_scribble in (("clicks", False), ("all", True)):
+        passes = prompts.Passes.from_config({"image_size": 64, "predict": {"merge": merge}})
+        assert passes.merge == merge
+        assert passes.merged(click, prev, mask).sum() < mask.sum()
+        assert (passes.merged(scribble, prev, mask).sum() < mask.sum()) == merges_scribble
+        assert passes.merged(click, None, mask) is mask  # creations are never merged
+    assert prompts.Passes(64, 64).merged(click, prev, mask) is mask
+    assert (
+        prompts.Passes.from_config(
+            {"image_size": 64, "predict": {"merge": "all"}}, paper_mode=True
+        ).merge
+        == "none"
+    )
+    for bad in ("yes", True, None, "Clicks"):
+        with pytest.raises(ValueError, match=r"predict\.merge"):
+            prompts.Passes.from_config({"image_size": 64, "predict": {"merge": bad}})
+
+
 def test_passes_read_the_flip():
     config = {"image_size": 64, "predict": {"flip": True}}
     assert prompts.Passes.from_config(config).flip

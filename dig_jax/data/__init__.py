@@ -8,6 +8,7 @@ from dig_jax.data.pipeline import PipelineConfig, make_dataset, resize_sample, r
 from dig_jax.data.priors import (
     Correction,
     PriorUnreachableError,
+    coarse_prior,
     find_corrections,
     refinement_targets,
     synthesize_prior,
@@ -40,6 +41,7 @@ __all__ = [
     "Region",
     "benchmark_folder",
     "bsds_regions",
+    "coarse_prior",
     "coco_json",
     "creation_sample",
     "creation_target",

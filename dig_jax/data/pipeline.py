@@ -107,6 +107,9 @@ class PipelineConfig:
       raises NoValidSampleError (0 = skip forever).
     leak_prob: probability that a synthetic prior also holds another region of the photo, which
       the sample's REMOVE gesture corrects (`dig_jax.data.samples.leak_prior`; records only).
+    coarse_prob: probability that a prior is a badly wrong one (a small piece of the region,
+      or the region with a blob of background) whose largest error the sample corrects
+      (`dig_jax.data.priors.coarse_prior`; records only).
     focus_prob: probability that a training creation click is cropped around its target, as
       `predict`'s focus pass sees it (`dig_jax.prompts.focus_box`), not the whole image.
     paper_mode: the DIG paper's input: the whole photo resized to `image_size`², no zoom-in
@@ -129,9 +132,10 @@ class PipelineConfig:
     focus_prob: float = 0.0
     paper_mode: bool = False
     leak_prob: float = 0.0
+    coarse_prob: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("prior_prob", "multi_region_prob", "focus_prob", "leak_prob"):
+        for name in ("prior_prob", "multi_region_prob", "focus_prob", "leak_prob", "coarse_prob"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}: must be in [0, 1], got {getattr(self, name)}")
         if self.batch_size < 1:
@@ -295,6 +299,7 @@ class SampleTransform:
     focus_prob: float = 0.0
     paper_mode: bool = False
     leak_prob: float = 0.0
+    coarse_prob: float = 0.0
     token: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)
 
     def __call__(self, element: Record | DigEntry, rng: np.random.Generator) -> Sample | None:
@@ -322,7 +327,7 @@ class SampleTransform:
                     loaded, rng, prior_prob=self.prior_prob,
                     multi_region_prob=self.multi_region_prob, kinds=self.kinds,
                     with_distance=False,  # zoom_sample computes it on the crop
-                    leak_prob=self.leak_prob,
+                    leak_prob=self.leak_prob, coarse_prob=self.coarse_prob,
                 )  # fmt: skip
                 if sample is None:
                     name = element.describe or f"{element.source}:{element.image_id}"
@@ -444,7 +449,7 @@ def make_dataset(
         cfg.size, cfg.prior_prob, cfg.multi_region_prob if train else 0.0, cfg.kinds,
         cfg.max_side, augment=train, max_failures=cfg.max_failures,
         focus_prob=cfg.focus_prob if train else 0.0, paper_mode=cfg.paper_mode,
-        leak_prob=cfg.leak_prob if train else 0.0,
+        leak_prob=cfg.leak_prob if train else 0.0, coarse_prob=cfg.coarse_prob if train else 0.0,
     )  # fmt: skip
     ds = ds.random_map(transform, seed=int(map_seed))
     read = grain.ReadOptions(num_threads=cfg.read_threads, prefetch_buffer_size=2 * cfg.batch_size)

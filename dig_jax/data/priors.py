@@ -170,6 +170,63 @@ def synthesize_prior(
     )
 
 
+COARSE_UNDER = (0.05, 0.5)  # share of the GT a coarse under-segmentation keeps
+COARSE_OVER = (0.3, 1.5)  # background a coarse over-segmentation takes in, as a share of the GT
+
+
+def coarse_prior(
+    image: np.ndarray, gt: np.ndarray, rng: np.random.Generator, *, void: np.ndarray | None = None
+) -> np.ndarray:
+    """A badly wrong previous segmentation uint8[H, W] {0,1} of `gt`, as a first click leaves
+    it: with probability 1/2 an under-segmentation (the SLIC superpixels mostly inside the GT
+    nearest a random GT pixel, until they hold U`COARSE_UNDER` of its area), else an
+    over-segmentation (the GT with the superpixels mostly outside it nearest a random point of
+    its boundary, until they add U`COARSE_OVER` of its area; the under kind where the photo
+    holds no such background). `synthesize_prior`'s priors only err along the boundary (IoU
+    0.75-0.85); these leave one large error, a whole part to add or a blob to remove.
+    Arguments as `synthesize_prior`; ValueError on an empty GT."""
+    image, gt = np.asarray(image), np.asarray(gt)
+    if gt.shape != image.shape[:2]:
+        raise ValueError(f"gt: shape {gt.shape} differs from image shape {image.shape[:2]}")
+    valid = gt != VOID
+    if void is not None:
+        valid &= ~(np.asarray(void) > 0)
+    obj = (gt == 1) & valid
+    area = int(obj.sum())
+    if area == 0:
+        raise ValueError("gt: empty mask (no non-void foreground pixel)")
+    box = _crop_box(obj, margin=0.5)
+    crop_obj, crop_valid = obj[box], valid[box]
+    n_segments = int(np.clip(crop_obj.size / max(area * 0.03, 4.0), 8, 4000))
+    sp = _superpixels(image[box], n_segments)
+    n = int(sp.max()) + 1
+    inside = np.bincount(sp.ravel(), weights=crop_obj.ravel(), minlength=n)
+    outside = np.bincount(sp.ravel(), weights=(~crop_obj & crop_valid).ravel(), minlength=n)
+    rows, cols = np.indices(sp.shape)
+    count = np.maximum(np.bincount(sp.ravel(), minlength=n), 1)
+    centre_r = np.bincount(sp.ravel(), weights=rows.ravel(), minlength=n) / count
+    centre_c = np.bincount(sp.ravel(), weights=cols.ravel(), minlength=n) / count
+    background = np.flatnonzero((outside > inside) & (outside > 0))
+    over = rng.random() < 0.5 and background.size > 0
+    if over:
+        edge = np.argwhere(_boundary_band(crop_obj, 1) & crop_obj)
+        seed = edge[int(rng.integers(len(edge)))]
+        pool, gain, goal = background, outside, rng.uniform(*COARSE_OVER) * area
+    else:
+        pixels = np.argwhere(crop_obj)
+        seed = pixels[int(rng.integers(len(pixels)))]
+        pool, gain, goal = np.flatnonzero(inside >= outside), inside, rng.uniform(*COARSE_UNDER)
+        goal *= area
+    order = pool[np.argsort(np.hypot(centre_r[pool] - seed[0], centre_c[pool] - seed[1]))]
+    k = int(np.searchsorted(np.cumsum(gain[order]), goal)) + 1
+    chosen = np.zeros(n, bool)
+    chosen[order[:k]] = True
+    crop = chosen[sp] | crop_obj if over else chosen[sp]
+    prior = np.zeros(gt.shape, np.uint8)
+    prior[box] = crop
+    return prior
+
+
 def find_corrections(
     prev: np.ndarray,
     gt: np.ndarray,

@@ -20,6 +20,7 @@ import numpy as np
 from dig_jax.data.priors import (
     Correction,
     PriorUnreachableError,
+    coarse_prior,
     find_corrections,
     refinement_targets,
     synthesize_prior,
@@ -205,6 +206,7 @@ def random_sample(
     kinds: tuple[int, ...] = ALL_KINDS,
     with_distance: bool = True,
     leak_prob: float = 0.0,
+    coarse_prob: float = 0.0,
 ) -> Sample | None:
     """One random sample from a loaded record; None when it has no region of >= 300 non-void px.
 
@@ -216,7 +218,10 @@ def random_sample(
     joins the previous mask and the GT. With probability `leak_prob` a synthetic prior also
     takes in another disjoint region of the photo (a wrong object or background selected, as a
     bad first click leaves it; `leak_prior`) and the sample corrects that leak with a REMOVE
-    gesture. `with_distance=False`: no "distance" key (see `make_sample`).
+    gesture. With probability `coarse_prob` the prior is a badly wrong one instead
+    (`coarse_prior`: a small piece of the region, or the region with a blob of background),
+    and the sample corrects its largest error, as a user's second click after a wrong first
+    mask does. `with_distance=False`: no "distance" key (see `make_sample`).
     """
     regions = record_regions(loaded.instances, loaded.instance_ids, void=loaded.void)
     if not regions:
@@ -227,17 +232,24 @@ def random_sample(
     image_id = f"{loaded.source}/{loaded.image_id}"
     sample = None
     if rng.random() < prior_prob:
+        coarse = coarse_prob > 0 and rng.random() < coarse_prob
         try:
-            prev = synthesize_prior(loaded.image, region.mask, rng, void=loaded.void)
+            make_prior = coarse_prior if coarse else synthesize_prior
+            prev = make_prior(loaded.image, region.mask, rng, void=loaded.void)
         except (PriorUnreachableError, ValueError):
             prev = None
         leak = None
-        if prev is not None and leak_prob > 0 and entry.disjoint and rng.random() < leak_prob:
+        if (
+            prev is not None and not coarse and leak_prob > 0 and entry.disjoint
+            and rng.random() < leak_prob
+        ):  # fmt: skip
             leak = entry.disjoint[int(rng.integers(len(entry.disjoint)))].mask > 0
             prev = leak_prior(prev, leak)
         corrections = [] if prev is None else find_corrections(prev, region.mask, loaded.void)
         if corrections and leak is not None:  # the component that holds the leak
             correction = max(corrections, key=lambda c: int(np.sum((c.mask > 0) & leak)))
+        elif corrections and coarse:  # the large error a coarse prior leaves
+            correction = max(corrections, key=lambda c: c.area)
         elif corrections:
             correction = corrections[int(rng.integers(len(corrections)))]
         if corrections:

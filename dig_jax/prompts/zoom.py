@@ -40,6 +40,7 @@ EXPAND_OPEN = 2.5
 MIN_SIDE_FRACTION = 0.5
 DOT_EXTENT = 4 * BRUSH_RADIUS  # px: a creation gesture no wider or taller than this is a click
 IGNORED_FRACTION = 0.02  # a refinement stroke whose footprint changed at most this much was ignored
+MERGE_MODES = ("none", "clicks", "all")  # `Passes.merge`: which refinement prompts merge locally
 CLOSED_FILL_RATIO = 1.3  # filled / stroke area above which a gesture encloses a region
 PAD_RGB = (124, 116, 104)  # the ImageNet mean colour: zero after the models' normalisation
 OUTSIDE_LOGIT = -20.0  # logit pasted outside the zoom box (background)
@@ -451,6 +452,27 @@ def stroke_rescue_box(
     return local if local.side < 0.9 * box.side else None
 
 
+def merge_local(mask: Any, prev_mask: Any, gesture_map: Any) -> np.ndarray:
+    """uint8[H, W] {0,1}: FocalClick's progressive merge, kind-agnostic. Of the changes a
+    refinement run made to `prev_mask` (the 8-connected components of `mask` XOR `prev_mask`),
+    keep those that touch the gesture's footprint (its marked pixels with the area they
+    enclose); everywhere else the previous mask stays. A gesture then edits only the error it
+    was drawn on, and never breaks a part of the mask it did not touch. When no change touches
+    the footprint (the network ignored the gesture), `mask` is returned as it is."""
+    mask, prev = np.asarray(mask) > 0, np.asarray(prev_mask) > 0
+    if mask.shape != prev.shape:
+        raise ValueError(f"mask: shape {mask.shape} differs from prev_mask shape {prev.shape}")
+    changed = mask != prev
+    labels, count = ndimage.label(changed, structure=np.ones((3, 3), bool))
+    if count == 0:
+        return mask.astype(np.uint8)
+    touched = np.unique(labels[fill_holes(np.asarray(gesture_map) > 0) & changed])
+    if touched.size == 0:
+        return mask.astype(np.uint8)
+    keep = np.isin(labels, touched)
+    return np.where(keep, mask, prev).astype(np.uint8)
+
+
 def creation_click(gesture_map: Any, prev_mask: Any) -> bool:
     """True for a creation prompt (no previous mask) whose gesture is a dot, no wider or taller
     than `DOT_EXTENT` px: it says nothing about the object's extent (`zoom_box` runs it on the
@@ -471,8 +493,10 @@ class Passes:
     times smaller around the click (`rescue_box`), and with `rescue_strokes` any other
     refinement gesture it ignored runs once more on the gesture's own box
     (`stroke_rescue_box`). With `flip`, every run averages the network's logits on the crop
-    and on the crop flipped left-right (`models.interactive.flip_averaged`). `from_config`
-    reads them from a segmenter config."""
+    and on the crop flipped left-right (`models.interactive.flip_averaged`). `merge` ("none",
+    "clicks" or "all") keeps, of a refinement click's (or every refinement prompt's) changes,
+    only those connected to the gesture (`merge_local`). `from_config` reads them from a
+    segmenter config."""
 
     size: int
     click_size: int
@@ -480,15 +504,16 @@ class Passes:
     rescue_zoom: float = 0.0
     flip: bool = False
     rescue_strokes: bool = False
+    merge: str = "none"
 
     @classmethod
     def from_config(cls, config: Any, paper_mode: bool = False, size: int | None = None) -> Passes:
         """From `config.predict` (`focus_pass`; `click_size`: 0 or absent = the working size;
-        `rescue_zoom`: 0 or absent = off; `flip`, `rescue_strokes`: absent = off) and the
-        working size `size` (default `config.image_size`); paper mode runs one pass at the
-        working size, unflipped. ValueError on a click size that is not a positive multiple of
-        32, a rescue zoom that is neither 0 nor a finite number > 1, or a flip or
-        rescue_strokes that is not a bool."""
+        `rescue_zoom`: 0 or absent = off; `flip`, `rescue_strokes`: absent = off; `merge`:
+        absent = "none") and the working size `size` (default `config.image_size`); paper mode
+        runs one pass at the working size, unflipped, unmerged. ValueError on a click size that
+        is not a positive multiple of 32, a rescue zoom that is neither 0 nor a finite number >
+        1, a flip or rescue_strokes that is not a bool, or a merge not in `MERGE_MODES`."""
         size = int(config["image_size"] if size is None else size)
         options = config.get("predict", None) or {}
         click = options.get("click_size", 0) or size
@@ -509,10 +534,13 @@ class Passes:
         strokes = options.get("rescue_strokes", False)
         if not isinstance(strokes, bool):
             raise ValueError(f"predict.rescue_strokes must be true or false, got {strokes!r}")
+        merge = options.get("merge", "none")
+        if merge not in MERGE_MODES:
+            raise ValueError(f"predict.merge must be one of {MERGE_MODES}, got {merge!r}")
         if paper_mode:
             return cls(size, size, False)
         focus = bool(options.get("focus_pass", False))
-        return cls(size, int(click), focus, float(rescue), flip, strokes)
+        return cls(size, int(click), focus, float(rescue), flip, strokes, merge)
 
     @property
     def rescues(self) -> bool:
@@ -540,6 +568,15 @@ class Passes:
         if not self.rescue_strokes:
             return None
         return stroke_rescue_box(gesture_map, prev_mask, box, mask, self.size)
+
+    def merged(self, gesture_map: Any, prev_mask: Any, mask: np.ndarray) -> np.ndarray:
+        """A prompt's final mask on the photo: `mask` after `merge_local` for the refinement
+        prompts `merge` names, else `mask` itself."""
+        if prev_mask is None or self.merge == "none":
+            return mask
+        if self.merge == "clicks" and refinement_click(gesture_map, prev_mask) is None:
+            return mask
+        return merge_local(mask, prev_mask, gesture_map)
 
     def first_size(self, gesture_map: Any, prev_mask: Any) -> int:
         """The working size of a prompt's first run."""

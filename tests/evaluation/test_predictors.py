@@ -288,6 +288,8 @@ def test_rescue_pass_reruns_an_ignored_refinement_click_around_it():
     [
         ({"rescue_zoom": 2.5}, "refinement_clicks"),
         ({"rescue_strokes": True}, "refinement_scribbles"),
+        ({"rescue_zoom": 2.5, "merge": "all"}, "refinement_clicks"),
+        ({"rescue_strokes": True, "merge": "all"}, "refinement_scribbles"),
     ],
 )
 def test_loaded_segmenter_rescues_as_the_predictor_does(tiny_checkpoint, predict, make_samples):
