@@ -17,7 +17,8 @@ fine-tune budget (the two starting points were trained 9000 and 2500 steps).
 `offline_long` is the context side of the default's second fine-tune
 (`experiments/lite_iterative.py:offline_long`): from `lite_context_real_offline`, the same 4000
 steps with the same schedule, iterative sampling, leaky priors (the leak's REMOVE gesture told
-as remove) and inference settings.
+as remove) and inference settings. Not trained yet (1 h 15 min alone on 2 cores); the shipped
+comparison is `offline_real`'s.
 Variants: paper, offline, offline_real, offline_long, demo (default), tiny (raw gesture maps
 instead of skeleton clicks).
 """

@@ -9,8 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dig_jax.data.priors import (
+    COARSE_OVER,
     IOU_BAND,
     PriorUnreachableError,
+    coarse_prior,
     find_corrections,
     refinement_local,
     refinement_targets,
@@ -58,6 +60,31 @@ def test_priors_in_band_on_real_photos_with_void(shared_data):
             )
             value = float(iou(prior, _gt_with_void(region.mask, loaded.void)))
             assert IOU_BAND[0] <= value <= IOU_BAND[1], rec.image_id
+
+
+def test_coarse_priors_leave_one_large_error_and_are_deterministic(procedural_regions):
+    kinds = set()
+    for k, (loaded, region) in enumerate(procedural_regions):
+        obj = (region.mask > 0) & ~(loaded.void > 0)
+        a = coarse_prior(loaded.image, region.mask, np.random.default_rng(k), void=loaded.void)
+        b = coarse_prior(loaded.image, region.mask, np.random.default_rng(k), void=loaded.void)
+        assert a.dtype == np.uint8 and set(np.unique(a)) <= {0, 1} and np.array_equal(a, b)
+        prior, area = a > 0, int(obj.sum())
+        if obj[~prior].sum() == 0:  # over: the whole region and a blob of background
+            extra = int((prior & ~(region.mask > 0)).sum())
+            assert 0 < extra <= 1.5 * (COARSE_OVER[1] + 0.3) * area
+            kinds.add("over")
+        else:  # under: a piece of the region (whole superpixels: a little background too)
+            kept = int((prior & obj).sum())
+            assert 0 < kept < 0.9 * area  # U(COARSE_UNDER) of it, and one superpixel more
+            assert (prior & obj).sum() >= 0.5 * prior.sum()
+            kinds.add("under")
+        assert float(iou(a, _gt_with_void(region.mask, loaded.void))) < IOU_BAND[0] + 0.1
+    assert kinds == {"over", "under"}
+    with pytest.raises(ValueError, match="gt: empty"):
+        coarse_prior(np.zeros((10, 10, 3), np.uint8), np.zeros((10, 10)), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="gt: shape"):
+        coarse_prior(np.zeros((10, 10, 3), np.uint8), np.ones((9, 10)), np.random.default_rng(0))
 
 
 def test_unreachable_band_gives_a_clear_error():

@@ -171,6 +171,26 @@ def test_leaky_priors_select_another_region_and_remove_it(scenes):
     assert all(np.array_equal(same[0][key], same[1][key]) for key in ("prev_mask", "target"))
 
 
+def test_coarse_priors_correct_their_largest_error(scenes):
+    coarse = 0
+    for k, loaded in enumerate(scenes):
+        s = random_sample(loaded, np.random.default_rng(k), prior_prob=1.0, coarse_prob=1.0)
+        if s is None or not s["has_prev"]:
+            continue
+        check_contract(s)
+        corrections = find_corrections(s["prev_mask"], s["region"])
+        largest = max(corrections, key=lambda c: c.area)
+        assert int(s["context"]) == largest.context
+        if int(s["gesture_kind"]) == 0:  # the click lies on the largest error
+            assert np.any((s["gesture"] > 0) & (largest.mask > 0))
+        coarse += 1
+    assert coarse >= 5
+    # coarse_prob 0 draws nothing more from the generator: the same samples as before
+    plain = random_sample(scenes[0], np.random.default_rng(3), prior_prob=1.0)
+    again = random_sample(scenes[0], np.random.default_rng(3), prior_prob=1.0, coarse_prob=0.0)
+    assert all(np.array_equal(plain[key], again[key]) for key in ("prev_mask", "target"))
+
+
 def test_leak_prior_is_the_union_and_checks_shapes():
     prev = np.array([[1, 0, 0]], np.uint8)
     np.testing.assert_array_equal(leak_prior(prev, np.array([[0, 0, 1]], bool)), [[1, 0, 1]])

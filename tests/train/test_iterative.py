@@ -106,7 +106,8 @@ def test_bad_iterative_fields_are_named(field, value, message):
 
 def test_lite_iterative_variants_validate():
     path = ROOT / "experiments" / "lite_iterative.py"
-    long_variants = ("offline_long", "offline_clicks", "offline_obey", "offline_leak")
+    long_variants = ("offline_long", "offline_clicks", "offline_obey", "offline_leak",
+                     "offline_coarse")  # fmt: skip
     for variant in ("offline", *long_variants, "demo", "tiny"):
         validate_config(load_config(f"{path}:{variant}"))
     long = load_config(f"{path}:offline_long")
@@ -121,6 +122,23 @@ def test_lite_iterative_variants_validate():
     assert obey.init_from == clicks.init_from and obey.loss.obey_weight > 0
     leak = load_config(f"{path}:offline_leak")
     assert leak.init_from == clicks.init_from and leak.data.leak_prob > 0
+    coarse = load_config(f"{path}:offline_coarse")  # the default's run with coarse priors
+    assert coarse.data.coarse_prob == 0.3 and long.data.coarse_prob == 0.0
+    assert coarse.init_from == long.init_from and coarse.total_steps == long.total_steps
+
+
+def test_context_long_is_the_defaults_second_fine_tune_on_the_context_network():
+    long = load_config(str(ROOT / "experiments" / "lite_iterative.py") + ":offline_long")
+    context = load_config(str(ROOT / "experiments" / "lite_context_baseline.py") + ":offline_long")
+    validate_config(context)
+    assert context.model.input_kind == "context"
+    assert context.init_from.endswith("lite_context_real_offline.digjax")
+    for key in ("total_steps", "optim.lr", "optim.warmup_steps", "iterative", "data.leak_prob",
+                "data.sources", "predict"):  # fmt: skip
+        want, got = long, context
+        for part in key.split("."):
+            want, got = want[part], got[part]
+        assert want == got, key
 
 
 def test_loop_trains_on_own_masks_starting_from_an_exported_segmenter(tiny_checkpoint, tmp_path):
