@@ -44,8 +44,9 @@ are what the default now trains with.
 the synthetic priors badly wrong (`data.coarse_prob`, `dig_jax.data.priors.coarse_prior`: a
 small piece of the region, or the region with a blob of background), each sample correcting
 the largest error: in NoG with clicks the default's refinement clicks change too little after
-a wrong first mask (a candidate, not shipped: clicks converge faster on every held-out source,
-tight lassos slower, single gestures level; docs/model_quality.md).
+a wrong first mask (shipped beside the default as `lite_iterative_offline_coarse`, not the
+default: clicks converge faster on every held-out source, tight lassos slower, single gestures
+level held-out and 0.01-0.02 lower on the test sets; docs/model_quality.md).
 """
 
 from __future__ import annotations
