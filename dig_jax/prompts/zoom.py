@@ -463,9 +463,7 @@ def merge_local(mask: Any, prev_mask: Any, gesture_map: Any) -> np.ndarray:
     if mask.shape != prev.shape:
         raise ValueError(f"mask: shape {mask.shape} differs from prev_mask shape {prev.shape}")
     changed = mask != prev
-    labels, count = ndimage.label(changed, structure=np.ones((3, 3), bool))
-    if count == 0:
-        return mask.astype(np.uint8)
+    labels, _ = ndimage.label(changed, structure=np.ones((3, 3), bool))
     touched = np.unique(labels[fill_holes(np.asarray(gesture_map) > 0) & changed])
     if touched.size == 0:
         return mask.astype(np.uint8)
