@@ -47,6 +47,11 @@ the largest error: in NoG with clicks the default's refinement clicks change too
 a wrong first mask (shipped beside the default as `lite_iterative_offline_coarse`, not the
 default: clicks converge faster on every held-out source, tight lassos slower, single gestures
 level held-out and 0.01-0.02 lower on the test sets; docs/model_quality.md).
+
+`offline_coarse_clicks` is `offline_coarse` with the coarse priors given only to samples
+corrected by a click (`data.coarse_kinds` (0,)): the strokes, lassos and rectangles refine the
+default's priors, as in `offline_long`. `offline_coarse` traded tight lassos for clicks; this
+run asks whether the click gain comes without that loss.
 """
 
 from __future__ import annotations
@@ -74,6 +79,7 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
         "offline_obey",
         "offline_leak",
         "offline_coarse",
+        "offline_coarse_clicks",
     )
     config = with_lite_backbone(base_config("offline" if long else arg))
     config.data.multi_region_prob = 0.2
@@ -98,8 +104,10 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
             config.loss.obey_weight = 0.5
             config.loss.obey_radius = 4.0
             config.loss.obey_kinds = (0, 1)
-        if arg == "offline_coarse":  # the default's run with badly wrong priors as well
+        if arg in ("offline_coarse", "offline_coarse_clicks"):  # badly wrong priors as well
             config.data.coarse_prob = 0.3
+        if arg == "offline_coarse_clicks":  # ... only where a click corrects them
+            config.data.coarse_kinds = (0,)
         if arg == "offline_leak":  # the default continued with leaky priors
             config.init_from = str(CHECKPOINT_DIR / "lite_iterative_offline_long.digjax")
             config.total_steps = CONTINUE_STEPS

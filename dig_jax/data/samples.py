@@ -207,6 +207,7 @@ def random_sample(
     with_distance: bool = True,
     leak_prob: float = 0.0,
     coarse_prob: float = 0.0,
+    coarse_kinds: tuple[int, ...] = ALL_KINDS,
 ) -> Sample | None:
     """One random sample from a loaded record; None when it has no region of >= 300 non-void px.
 
@@ -221,7 +222,8 @@ def random_sample(
     gesture. With probability `coarse_prob` the prior is a badly wrong one instead
     (`coarse_prior`: a small piece of the region, or the region with a blob of background),
     and the sample corrects its largest error, as a user's second click after a wrong first
-    mask does. `with_distance=False`: no "distance" key (see `make_sample`).
+    mask does; only samples whose gesture kind is in `coarse_kinds` get one (the draw is made
+    only for them). `with_distance=False`: no "distance" key (see `make_sample`).
     """
     regions = record_regions(loaded.instances, loaded.instance_ids, void=loaded.void)
     if not regions:
@@ -232,7 +234,7 @@ def random_sample(
     image_id = f"{loaded.source}/{loaded.image_id}"
     sample = None
     if rng.random() < prior_prob:
-        coarse = coarse_prob > 0 and rng.random() < coarse_prob
+        coarse = coarse_prob > 0 and kind in coarse_kinds and rng.random() < coarse_prob
         try:
             make_prior = coarse_prior if coarse else synthesize_prior
             prev = make_prior(loaded.image, region.mask, rng, void=loaded.void)

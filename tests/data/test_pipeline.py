@@ -99,6 +99,9 @@ def test_config_validation():
         resolve_source("imagenet")
     with pytest.raises(ValueError, match="kinds"):
         PipelineConfig(kinds=(7,))
+    with pytest.raises(ValueError, match="coarse_kinds: must be a subset"):
+        PipelineConfig(coarse_kinds=(0, 5))
+    assert make_dataset(BASE, coarse_kinds=[0]) is not None  # lists from JSON configs are fine
     assert PipelineConfig(image_size=(48, 48)).size == (48, 48)
     with pytest.raises(ValueError, match="image_size: zoom crops are square"):
         PipelineConfig(image_size=(32, 48))

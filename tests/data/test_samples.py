@@ -191,6 +191,28 @@ def test_coarse_priors_correct_their_largest_error(scenes):
     assert all(np.array_equal(plain[key], again[key]) for key in ("prev_mask", "target"))
 
 
+def test_coarse_kinds_limit_coarse_priors_to_those_gestures(scenes):
+    clicks = others = 0
+    for k, loaded in enumerate(scenes * 3):
+        rng_seed = 100 + k
+        s = random_sample(
+            loaded, np.random.default_rng(rng_seed), prior_prob=1.0, coarse_prob=1.0,
+            coarse_kinds=(0,),
+        )  # fmt: skip
+        if s is None:
+            continue
+        if int(s["gesture_kind"]) != 0:  # no coarse draw: the sample coarse_prob 0 gives
+            plain = random_sample(loaded, np.random.default_rng(rng_seed), prior_prob=1.0)
+            assert all(np.array_equal(s[key], plain[key]) for key in ("prev_mask", "target"))
+            others += 1
+        elif s["has_prev"]:  # a click: a coarse prior, the click on its largest error
+            largest = max(find_corrections(s["prev_mask"], s["region"]), key=lambda c: c.area)
+            assert int(s["context"]) == largest.context
+            assert np.any((s["gesture"] > 0) & (largest.mask > 0))
+            clicks += 1
+    assert clicks >= 1 and others >= 3
+
+
 def test_leak_prior_is_the_union_and_checks_shapes():
     prev = np.array([[1, 0, 0]], np.uint8)
     np.testing.assert_array_equal(leak_prior(prev, np.array([[0, 0, 1]], bool)), [[1, 0, 1]])

@@ -107,7 +107,7 @@ def test_bad_iterative_fields_are_named(field, value, message):
 def test_lite_iterative_variants_validate():
     path = ROOT / "experiments" / "lite_iterative.py"
     long_variants = ("offline_long", "offline_clicks", "offline_obey", "offline_leak",
-                     "offline_coarse")  # fmt: skip
+                     "offline_coarse", "offline_coarse_clicks")  # fmt: skip
     for variant in ("offline", *long_variants, "demo", "tiny"):
         validate_config(load_config(f"{path}:{variant}"))
     long = load_config(f"{path}:offline_long")
@@ -125,6 +125,12 @@ def test_lite_iterative_variants_validate():
     coarse = load_config(f"{path}:offline_coarse")  # the default's run with coarse priors
     assert coarse.data.coarse_prob == 0.3 and long.data.coarse_prob == 0.0
     assert coarse.init_from == long.init_from and coarse.total_steps == long.total_steps
+    assert tuple(coarse.data.coarse_kinds) == (0, 1, 2, 3, 4)
+    clicks_only = load_config(f"{path}:offline_coarse_clicks")  # coarse priors for clicks only
+    assert tuple(clicks_only.data.coarse_kinds) == (0,)
+    rest = {k: v for k, v in clicks_only.data.items() if k != "coarse_kinds"}
+    assert rest == {k: v for k, v in coarse.data.items() if k != "coarse_kinds"}
+    assert clicks_only.to_dict() | {"data": None} == coarse.to_dict() | {"data": None}
 
 
 def test_context_long_is_the_defaults_second_fine_tune_on_the_context_network():
