@@ -51,7 +51,8 @@ level held-out and 0.01-0.02 lower on the test sets; docs/model_quality.md).
 `offline_coarse_clicks` is `offline_coarse` with the coarse priors given only to samples
 corrected by a click (`data.coarse_kinds` (0,)): the strokes, lassos and rectangles refine the
 default's priors, as in `offline_long`. `offline_coarse` traded tight lassos for clicks; this
-run asks whether the click gain comes without that loss.
+run asks whether the click gain comes without that loss (a candidate, not shipped: it lands
+between the two, a third of the click gain and most of the lassos back; docs/model_quality.md).
 """
 
 from __future__ import annotations
