@@ -17,8 +17,8 @@ fine-tune budget (the two starting points were trained 9000 and 2500 steps).
 `offline_long` is the context side of the default's second fine-tune
 (`experiments/lite_iterative.py:offline_long`): from `lite_context_real_offline`, the same 4000
 steps with the same schedule, iterative sampling, leaky priors (the leak's REMOVE gesture told
-as remove) and inference settings. Not trained yet (1 h 15 min alone on 2 cores); the shipped
-comparison is `offline_real`'s.
+as remove) and inference settings (`checkpoints/lite_context_long_offline.digjax`, about 64
+min; the comparison with the default is in docs/model_quality.md).
 Variants: paper, offline, offline_real, offline_long, demo (default), tiny (raw gesture maps
 instead of skeleton clicks).
 """
