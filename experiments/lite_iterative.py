@@ -53,6 +53,11 @@ corrected by a click (`data.coarse_kinds` (0,)): the strokes, lassos and rectang
 default's priors, as in `offline_long`. `offline_coarse` traded tight lassos for clicks; this
 run asks whether the click gain comes without that loss (a candidate, not shipped: it lands
 between the two, a third of the click gain and most of the lassos back; docs/model_quality.md).
+
+`offline_coarse_wide` is `offline_coarse_clicks` with over-segmenting coarse priors up to five
+times the object (`data.coarse_over` (0.3, 4.0): background of 30-400 % of the region's area,
+not 30-150 %): the NoG runs with clicks that never reach 90 % start from first masks 2.5-6.4x
+the object, larger than any coarse prior `offline_coarse` trained on.
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
         "offline_leak",
         "offline_coarse",
         "offline_coarse_clicks",
+        "offline_coarse_wide",
     )
     config = with_lite_backbone(base_config("offline" if long else arg))
     config.data.multi_region_prob = 0.2
@@ -105,10 +111,12 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
             config.loss.obey_weight = 0.5
             config.loss.obey_radius = 4.0
             config.loss.obey_kinds = (0, 1)
-        if arg in ("offline_coarse", "offline_coarse_clicks"):  # badly wrong priors as well
-            config.data.coarse_prob = 0.3
-        if arg == "offline_coarse_clicks":  # ... only where a click corrects them
-            config.data.coarse_kinds = (0,)
+        if arg in ("offline_coarse", "offline_coarse_clicks", "offline_coarse_wide"):
+            config.data.coarse_prob = 0.3  # badly wrong priors as well
+        if arg in ("offline_coarse_clicks", "offline_coarse_wide"):
+            config.data.coarse_kinds = (0,)  # ... only where a click corrects them
+        if arg == "offline_coarse_wide":  # ... with over-segmentations up to 5x the object
+            config.data.coarse_over = (0.3, 4.0)
         if arg == "offline_leak":  # the default continued with leaky priors
             config.init_from = str(CHECKPOINT_DIR / "lite_iterative_offline_long.digjax")
             config.total_steps = CONTINUE_STEPS

@@ -38,6 +38,7 @@ from typing import Any
 import grain
 import numpy as np
 
+from dig_jax.data.priors import COARSE_OVER
 from dig_jax.data.resize import resize_image, resize_labels
 from dig_jax.data.samples import ALL_KINDS, Sample, distance_uint8, random_sample
 from dig_jax.data.sources.benchmark_folder import benchmark_folder
@@ -112,6 +113,8 @@ class PipelineConfig:
       (`dig_jax.data.priors.coarse_prior`; records only).
     coarse_kinds: gesture kinds (codes 0..4) whose samples may get a coarse prior (e.g. (0,):
       only corrections made with a click).
+    coarse_over: (low, high) background an over-segmenting coarse prior takes in, as a share
+      of the region's area (drawn uniformly; the default's first masks are 1.3-2.5x the object).
     focus_prob: probability that a training creation click is cropped around its target, as
       `predict`'s focus pass sees it (`dig_jax.prompts.focus_box`), not the whole image.
     paper_mode: the DIG paper's input: the whole photo resized to `image_size`², no zoom-in
@@ -136,6 +139,7 @@ class PipelineConfig:
     leak_prob: float = 0.0
     coarse_prob: float = 0.0
     coarse_kinds: tuple[int, ...] = tuple(int(k) for k in ALL_KINDS)
+    coarse_over: tuple[float, float] = COARSE_OVER
 
     def __post_init__(self) -> None:
         for name in ("prior_prob", "multi_region_prob", "focus_prob", "leak_prob", "coarse_prob"):
@@ -157,6 +161,9 @@ class PipelineConfig:
             raise ValueError(f"kinds: must be a non-empty subset of 0..4, got {self.kinds}")
         if any(int(k) not in range(5) for k in self.coarse_kinds):
             raise ValueError(f"coarse_kinds: must be a subset of 0..4, got {self.coarse_kinds}")
+        low, high = (float(v) for v in self.coarse_over)
+        if not (0.0 <= low <= high and np.isfinite(high)):
+            raise ValueError(f"coarse_over: expected finite 0 <= low <= high, got {(low, high)}")
         if self.max_failures < 0:
             raise ValueError(f"max_failures: must be >= 0, got {self.max_failures}")
 
@@ -306,6 +313,7 @@ class SampleTransform:
     leak_prob: float = 0.0
     coarse_prob: float = 0.0
     coarse_kinds: tuple[int, ...] = tuple(int(k) for k in ALL_KINDS)
+    coarse_over: tuple[float, float] = COARSE_OVER
     token: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex)
 
     def __call__(self, element: Record | DigEntry, rng: np.random.Generator) -> Sample | None:
@@ -334,7 +342,7 @@ class SampleTransform:
                     multi_region_prob=self.multi_region_prob, kinds=self.kinds,
                     with_distance=False,  # zoom_sample computes it on the crop
                     leak_prob=self.leak_prob, coarse_prob=self.coarse_prob,
-                    coarse_kinds=self.coarse_kinds,
+                    coarse_kinds=self.coarse_kinds, coarse_over=self.coarse_over,
                 )  # fmt: skip
                 if sample is None:
                     name = element.describe or f"{element.source}:{element.image_id}"
@@ -393,7 +401,7 @@ def _as_config(config: Any, overrides: Mapping[str, Any]) -> PipelineConfig:
         raise ValueError(f"config: unknown pipeline keys {sorted(unknown)}")
     if "sources" in values and isinstance(values["sources"], str):
         values["sources"] = (values["sources"],)
-    for key in ("sources", "kinds", "coarse_kinds", "shard", "image_size"):
+    for key in ("sources", "kinds", "coarse_kinds", "coarse_over", "shard", "image_size"):
         if isinstance(values.get(key), list):
             values[key] = tuple(values[key])
     return PipelineConfig(**values)
@@ -457,7 +465,7 @@ def make_dataset(
         cfg.max_side, augment=train, max_failures=cfg.max_failures,
         focus_prob=cfg.focus_prob if train else 0.0, paper_mode=cfg.paper_mode,
         leak_prob=cfg.leak_prob if train else 0.0, coarse_prob=cfg.coarse_prob if train else 0.0,
-        coarse_kinds=cfg.coarse_kinds,
+        coarse_kinds=cfg.coarse_kinds, coarse_over=tuple(float(v) for v in cfg.coarse_over),
     )  # fmt: skip
     ds = ds.random_map(transform, seed=int(map_seed))
     read = grain.ReadOptions(num_threads=cfg.read_threads, prefetch_buffer_size=2 * cfg.batch_size)

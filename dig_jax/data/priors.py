@@ -175,16 +175,23 @@ COARSE_OVER = (0.3, 1.5)  # background a coarse over-segmentation takes in, as a
 
 
 def coarse_prior(
-    image: np.ndarray, gt: np.ndarray, rng: np.random.Generator, *, void: np.ndarray | None = None
+    image: np.ndarray,
+    gt: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    void: np.ndarray | None = None,
+    over: tuple[float, float] = COARSE_OVER,
 ) -> np.ndarray:
     """A badly wrong previous segmentation uint8[H, W] {0,1} of `gt`, as a first click leaves
     it: with probability 1/2 an under-segmentation (the SLIC superpixels mostly inside the GT
     nearest a random GT pixel, until they hold U`COARSE_UNDER` of its area), else an
     over-segmentation (the GT with the superpixels mostly outside it nearest a random point of
-    its boundary, until they add U`COARSE_OVER` of its area; the under kind where the photo
-    holds no such background). `synthesize_prior`'s priors only err along the boundary (IoU
-    0.75-0.85); these leave one large error, a whole part to add or a blob to remove.
-    Arguments as `synthesize_prior`; ValueError on an empty GT."""
+    its boundary, until they add U`over` of its area; the under kind where the photo holds no
+    such background). The superpixels come from a crop of the GT's box with a margin of half
+    its size per side, more where `over` asks for more background than that crop holds (a
+    margin of (sqrt(1 + over[1]) - 1) / 2). `synthesize_prior`'s priors only err along the
+    boundary (IoU 0.75-0.85); these leave one large error, a whole part to add or a blob to
+    remove. Other arguments as `synthesize_prior`; ValueError on an empty GT or a bad `over`."""
     image, gt = np.asarray(image), np.asarray(gt)
     if gt.shape != image.shape[:2]:
         raise ValueError(f"gt: shape {gt.shape} differs from image shape {image.shape[:2]}")
@@ -195,7 +202,9 @@ def coarse_prior(
     area = int(obj.sum())
     if area == 0:
         raise ValueError("gt: empty mask (no non-void foreground pixel)")
-    box = _crop_box(obj, margin=0.5)
+    if not 0.0 <= over[0] <= over[1] or not np.isfinite(over[1]):
+        raise ValueError(f"over: expected finite 0 <= low <= high, got {tuple(over)}")
+    box = _crop_box(obj, margin=max(0.5, (np.sqrt(1.0 + over[1]) - 1.0) / 2.0))
     crop_obj, crop_valid = obj[box], valid[box]
     n_segments = int(np.clip(crop_obj.size / max(area * 0.03, 4.0), 8, 4000))
     sp = _superpixels(image[box], n_segments)
@@ -207,11 +216,11 @@ def coarse_prior(
     centre_r = np.bincount(sp.ravel(), weights=rows.ravel(), minlength=n) / count
     centre_c = np.bincount(sp.ravel(), weights=cols.ravel(), minlength=n) / count
     background = np.flatnonzero((outside > inside) & (outside > 0))
-    over = rng.random() < 0.5 and background.size > 0
-    if over:
+    grow = rng.random() < 0.5 and background.size > 0
+    if grow:
         edge = np.argwhere(_boundary_band(crop_obj, 1) & crop_obj)
         seed = edge[int(rng.integers(len(edge)))]
-        pool, gain, goal = background, outside, rng.uniform(*COARSE_OVER) * area
+        pool, gain, goal = background, outside, rng.uniform(*over) * area
     else:
         pixels = np.argwhere(crop_obj)
         seed = pixels[int(rng.integers(len(pixels)))]
@@ -221,7 +230,7 @@ def coarse_prior(
     k = int(np.searchsorted(np.cumsum(gain[order]), goal)) + 1
     chosen = np.zeros(n, bool)
     chosen[order[:k]] = True
-    crop = chosen[sp] | crop_obj if over else chosen[sp]
+    crop = chosen[sp] | crop_obj if grow else chosen[sp]
     prior = np.zeros(gt.shape, np.uint8)
     prior[box] = crop
     return prior

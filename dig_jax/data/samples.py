@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 import numpy as np
 
 from dig_jax.data.priors import (
+    COARSE_OVER,
     Correction,
     PriorUnreachableError,
     coarse_prior,
@@ -208,6 +209,7 @@ def random_sample(
     leak_prob: float = 0.0,
     coarse_prob: float = 0.0,
     coarse_kinds: tuple[int, ...] = ALL_KINDS,
+    coarse_over: tuple[float, float] = COARSE_OVER,
 ) -> Sample | None:
     """One random sample from a loaded record; None when it has no region of >= 300 non-void px.
 
@@ -223,7 +225,8 @@ def random_sample(
     (`coarse_prior`: a small piece of the region, or the region with a blob of background),
     and the sample corrects its largest error, as a user's second click after a wrong first
     mask does; only samples whose gesture kind is in `coarse_kinds` get one (the draw is made
-    only for them). `with_distance=False`: no "distance" key (see `make_sample`).
+    only for them); `coarse_over` is the range of background an over-segmenting one takes in,
+    as a share of the region's area. `with_distance=False`: no "distance" key (see `make_sample`).
     """
     regions = record_regions(loaded.instances, loaded.instance_ids, void=loaded.void)
     if not regions:
@@ -236,8 +239,12 @@ def random_sample(
     if rng.random() < prior_prob:
         coarse = coarse_prob > 0 and kind in coarse_kinds and rng.random() < coarse_prob
         try:
-            make_prior = coarse_prior if coarse else synthesize_prior
-            prev = make_prior(loaded.image, region.mask, rng, void=loaded.void)
+            if coarse:
+                prev = coarse_prior(
+                    loaded.image, region.mask, rng, void=loaded.void, over=coarse_over
+                )
+            else:
+                prev = synthesize_prior(loaded.image, region.mask, rng, void=loaded.void)
         except (PriorUnreachableError, ValueError):
             prev = None
         leak = None

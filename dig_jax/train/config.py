@@ -151,6 +151,7 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     c.data.leak_prob = 0.0  # a synthetic prior also holds another region, REMOVEd (leak_prior)
     c.data.coarse_prob = 0.0  # a badly wrong prior whose largest error is corrected (coarse_prior)
     c.data.coarse_kinds = (0, 1, 2, 3, 4)  # gesture kinds whose samples may get a coarse prior
+    c.data.coarse_over = (0.3, 1.5)  # background an over-segmenting coarse prior takes in (x GT)
     c.data.prior_prob = 0.5  # probability that a training sample refines a previous mask
     c.data.max_side = 640  # photos are shrunk to this long side (px) before sampling
     # True: the DIG paper's input, the whole photo resized to image_size², no zoom-in crop

@@ -87,6 +87,28 @@ def test_coarse_priors_leave_one_large_error_and_are_deterministic(procedural_re
         coarse_prior(np.zeros((10, 10, 3), np.uint8), np.ones((9, 10)), np.random.default_rng(0))
 
 
+def test_wider_coarse_over_segmentations_take_in_more_background(procedural_regions):
+    """`over` sets how much background an over-segmenting coarse prior takes in; the default
+    range gives the bytes of a call without it; a bad range is named."""
+    extras = {COARSE_OVER: [], (3.0, 4.0): []}
+    for k, (loaded, region) in enumerate(procedural_regions):
+        obj = (region.mask > 0) & ~(loaded.void > 0)
+        plain = coarse_prior(loaded.image, region.mask, np.random.default_rng(k), void=loaded.void)
+        for over, found in extras.items():
+            rng = np.random.default_rng(k)
+            prior = coarse_prior(loaded.image, region.mask, rng, void=loaded.void, over=over) > 0
+            if over == COARSE_OVER:
+                assert np.array_equal(prior, plain > 0)
+            if obj[~prior].sum() == 0:  # an over-segmentation
+                found.append((prior & ~(region.mask > 0)).sum() / obj.sum())
+    assert extras[COARSE_OVER] and extras[(3.0, 4.0)]
+    assert np.median(extras[(3.0, 4.0)]) > 1.5 * np.median(extras[COARSE_OVER])
+    loaded, region = procedural_regions[0]
+    for bad in [(2.0, 1.0), (-0.1, 1.0), (0.3, float("inf"))]:
+        with pytest.raises(ValueError, match="over: expected finite 0 <= low <= high"):
+            coarse_prior(loaded.image, region.mask, np.random.default_rng(0), over=bad)
+
+
 def test_unreachable_band_gives_a_clear_error():
     image = np.full((40, 40, 3), 128, np.uint8)
     gt = np.zeros((40, 40), np.uint8)

@@ -107,7 +107,7 @@ def test_bad_iterative_fields_are_named(field, value, message):
 def test_lite_iterative_variants_validate():
     path = ROOT / "experiments" / "lite_iterative.py"
     long_variants = ("offline_long", "offline_clicks", "offline_obey", "offline_leak",
-                     "offline_coarse", "offline_coarse_clicks")  # fmt: skip
+                     "offline_coarse", "offline_coarse_clicks", "offline_coarse_wide")  # fmt: skip
     for variant in ("offline", *long_variants, "demo", "tiny"):
         validate_config(load_config(f"{path}:{variant}"))
     long = load_config(f"{path}:offline_long")
@@ -131,6 +131,12 @@ def test_lite_iterative_variants_validate():
     rest = {k: v for k, v in clicks_only.data.items() if k != "coarse_kinds"}
     assert rest == {k: v for k, v in coarse.data.items() if k != "coarse_kinds"}
     assert clicks_only.to_dict() | {"data": None} == coarse.to_dict() | {"data": None}
+    wide = load_config(f"{path}:offline_coarse_wide")  # ... with larger over-segmentations
+    assert tuple(wide.data.coarse_over) == (0.3, 4.0)
+    assert tuple(coarse.data.coarse_over) == (0.3, 1.5)
+    rest = {k: v for k, v in wide.data.items() if k != "coarse_over"}
+    assert rest == {k: v for k, v in clicks_only.data.items() if k != "coarse_over"}
+    assert wide.to_dict() | {"data": None} == clicks_only.to_dict() | {"data": None}
 
 
 def test_context_long_is_the_defaults_second_fine_tune_on_the_context_network():
