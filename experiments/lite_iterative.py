@@ -57,7 +57,10 @@ between the two, a third of the click gain and most of the lassos back; docs/mod
 `offline_coarse_wide` is `offline_coarse_clicks` with over-segmenting coarse priors up to five
 times the object (`data.coarse_over` (0.3, 4.0): background of 30-400 % of the region's area,
 not 30-150 %): the NoG runs with clicks that never reach 90 % start from first masks 2.5-6.4x
-the object, larger than any coarse prior `offline_coarse` trained on.
+the object, larger than any coarse prior `offline_coarse` trained on (a candidate, not shipped:
+large REMOVE edits reach further on the instance aimed at, the first click is worse, and
+NoG@90 with clicks pooled over the held-out sources is 16.26 against the clicks-only run's
+16.40; docs/model_quality.md).
 """
 
 from __future__ import annotations
