@@ -61,6 +61,10 @@ the object, larger than any coarse prior `offline_coarse` trained on (a candidat
 large REMOVE edits reach further on the instance aimed at, the first click is worse, and
 NoG@90 with clicks pooled over the held-out sources is 16.26 against the clicks-only run's
 16.40; docs/model_quality.md).
+
+`offline_long3x` is `offline_long` (the default's run: the same start, data, schedule and
+leaky priors) for three times the steps (12,000; about 3 h 20 min on two cores, resumed across
+sittings): does the budget, rather than a data lever, move convergence?
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ from dig_jax.train.config import (
 )
 
 LONG_STEPS = 4000
+LONG3X_STEPS = 3 * LONG_STEPS
 CLICKS_STEPS = 3500
 CONTINUE_STEPS = 3000
 
@@ -90,6 +95,7 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
         "offline_coarse",
         "offline_coarse_clicks",
         "offline_coarse_wide",
+        "offline_long3x",
     )
     config = with_lite_backbone(base_config("offline" if long else arg))
     config.data.multi_region_prob = 0.2
@@ -99,6 +105,8 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
         with_long_fine_tune(
             config, str(CHECKPOINT_DIR / "lite_iterative_offline.digjax"), steps=LONG_STEPS
         )
+        if arg == "offline_long3x":  # the default's run for three times the steps
+            config.total_steps = LONG3X_STEPS
         if arg in ("offline_clicks", "offline_obey"):
             config.data.leak_prob = 0.0  # as measured: their data had no leaky priors
         if arg == "offline_clicks":  # the default continued with clicks weighted up

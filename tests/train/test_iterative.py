@@ -107,7 +107,8 @@ def test_bad_iterative_fields_are_named(field, value, message):
 def test_lite_iterative_variants_validate():
     path = ROOT / "experiments" / "lite_iterative.py"
     long_variants = ("offline_long", "offline_clicks", "offline_obey", "offline_leak",
-                     "offline_coarse", "offline_coarse_clicks", "offline_coarse_wide")  # fmt: skip
+                     "offline_coarse", "offline_coarse_clicks", "offline_coarse_wide",
+                     "offline_long3x")  # fmt: skip
     for variant in ("offline", *long_variants, "demo", "tiny"):
         validate_config(load_config(f"{path}:{variant}"))
     long = load_config(f"{path}:offline_long")
@@ -131,6 +132,9 @@ def test_lite_iterative_variants_validate():
     rest = {k: v for k, v in clicks_only.data.items() if k != "coarse_kinds"}
     assert rest == {k: v for k, v in coarse.data.items() if k != "coarse_kinds"}
     assert clicks_only.to_dict() | {"data": None} == coarse.to_dict() | {"data": None}
+    longer = load_config(f"{path}:offline_long3x")  # the default's run, three times as long
+    assert longer.total_steps == 3 * long.total_steps
+    assert longer.to_dict() | {"total_steps": 0} == long.to_dict() | {"total_steps": 0}
     wide = load_config(f"{path}:offline_coarse_wide")  # ... with larger over-segmentations
     assert tuple(wide.data.coarse_over) == (0.3, 4.0)
     assert tuple(coarse.data.coarse_over) == (0.3, 1.5)
