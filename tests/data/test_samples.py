@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from dig_jax.data.priors import find_corrections, synthesize_prior
+from dig_jax.data.priors import COARSE_OVER, find_corrections, synthesize_prior
 from dig_jax.data.regions import VOID, extract_regions
 from dig_jax.data.samples import (
     SAMPLE_KEYS,
@@ -218,3 +218,21 @@ def test_leak_prior_is_the_union_and_checks_shapes():
     np.testing.assert_array_equal(leak_prior(prev, np.array([[0, 0, 1]], bool)), [[1, 0, 1]])
     with pytest.raises(ValueError, match="other: shape"):
         leak_prior(prev, np.zeros((2, 3), bool))
+
+
+def test_coarse_over_reaches_the_priors_of_samples(scenes):
+    """`coarse_over` is passed to `coarse_prior`: the default range gives the bytes of a call
+    without it, a wider one larger previous masks where the prior over-segments."""
+    grown = 0
+    for k, loaded in enumerate(scenes):
+        kwargs = dict(prior_prob=1.0, coarse_prob=1.0)
+        plain = random_sample(loaded, np.random.default_rng(k), **kwargs)
+        same = random_sample(loaded, np.random.default_rng(k), **kwargs, coarse_over=COARSE_OVER)
+        wide = random_sample(loaded, np.random.default_rng(k), **kwargs, coarse_over=(3.0, 4.0))
+        if plain is None or not plain["has_prev"]:
+            continue
+        assert all(np.array_equal(plain[key], same[key]) for key in ("prev_mask", "target"))
+        if wide is not None and wide["has_prev"] and int(wide["context"]) == Context.REMOVE:
+            assert wide["prev_mask"].sum() > 1.5 * (wide["region"] > 0).sum()  # 3-4x asked
+            grown += 1
+    assert grown >= 1
