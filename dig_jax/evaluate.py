@@ -36,6 +36,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dig_jax.cli_args import add_out, add_progress, print_written
 from dig_jax.evaluation import (
     CONTEXT_STRATEGIES,
@@ -225,6 +227,10 @@ def run(
             results[label][name] = {"type": evals[name]["type"], "metrics": metrics}
             if evals[name]["type"] == "iterative":  # the NoG tables state the cap
                 results[label][name]["max_interactions"] = evaluator.max_interactions
+                results[label][name]["trajectories"] = {  # for paired comparisons
+                    key: {"instances": t["instances"], "ious": np.asarray(t["ious"]).tolist()}
+                    for key, t in evaluator.trajectories.items()
+                }
             skipped += [item for item in evaluator.skipped.items if item not in skipped]
     return results, skipped
 

@@ -131,7 +131,9 @@ class DigTables:
 @dataclasses.dataclass
 class Iterative:
     """NoG protocol per dataset × start ("scratch" | "prior") × kind (incl. "mixed").
-    `run()` -> {"dataset/start/kind": NoCTally} at `thresholds`."""
+    `run()` -> {"dataset/start/kind": NoCTally} at `thresholds`; it also keeps each key's
+    per-instance IoU trajectories in `trajectories` ({"instances": names, "ious":
+    float64[n, max_interactions]}), which paired comparisons of two predictors need."""
 
     predict: Predictor
     datasets: Sequence[str]
@@ -144,6 +146,7 @@ class Iterative:
     limit: int | None = None
     progress: bool = True
     skipped: SkipLog = dataclasses.field(default_factory=SkipLog)
+    trajectories: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def run(self) -> dict[str, NoCTally]:
         kinds = kind_codes(self.kinds)
@@ -151,11 +154,12 @@ class Iterative:
         if unknown:
             raise ValueError(f"starts: unknown {sorted(unknown)}, expected a subset of {STARTS}")
         states = {}
+        self.trajectories = {}
         for spec in self.datasets:
             records = load_dataset(spec)[: self.limit]
             instances = list(iter_instances(records, max_side=self.max_side, skipped=self.skipped))
             for start in self.starts:
-                items, masks = self._items(instances, start)
+                items, masks, names = self._items(instances, start)
                 if not items:
                     continue
                 for kind in tqdm(kinds, desc=f"{spec} NoG {start}",
@@ -166,10 +170,11 @@ class Iterative:
                     )  # fmt: skip
                     key = f"{spec}/{start}/{_name(kind)}"
                     states[key] = NoCTally.from_result(out, tuple(self.thresholds))
+                    self.trajectories[key] = {"instances": names, "ious": out["ious"]}
         return states
 
     def _items(self, instances, start):
-        items, masks = [], []
+        items, masks, names = [], [], []
         for instance in instances:
             if start == "prior":
                 prev, _ = _refinement_start(instance, (self.seed, *instance.index), self.skipped)
@@ -178,7 +183,8 @@ class Iterative:
                 masks.append(prev)
             largest = instance.region.parts[instance.largest_part] > 0
             items.append((instance.loaded.image, instance.gt, largest))
-        return items, (masks if start == "prior" else None)
+            names.append(instance.name)
+        return items, (masks if start == "prior" else None), names
 
     @staticmethod
     def compute(states: dict[str, NoCTally]) -> dict[str, float]:

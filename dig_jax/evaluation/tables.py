@@ -8,7 +8,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dig_jax.metrics import MAX_INTERACTIONS
+import numpy as np
+
+from dig_jax.metrics import MAX_INTERACTIONS, noc
 
 KINDS = ("click", "scribble", "loose_lasso", "tight_lasso", "rectangle")
 PHASE_NAMES = {"create": "creation", "refine": "refinement", "multi": "multi-region"}
@@ -133,6 +135,91 @@ def all_tables(
     return "\n\n".join(t for t in tables if t)
 
 
+def _trajectories(results: Mapping[str, Mapping[str, Any]], predictor: str) -> dict[str, Any]:
+    """{"dataset/start/kind": ({"instances", "ious"}, cap)} of a predictor's NoG runs."""
+    if predictor not in results:
+        raise ValueError(f"paired: no predictor {predictor!r} in the results ({sorted(results)})")
+    out = {}
+    for entry in results[predictor].values():
+        if entry.get("type") == "iterative":
+            cap = int(entry.get("max_interactions", MAX_INTERACTIONS))
+            out.update({k: (t, cap) for k, t in entry.get("trajectories", {}).items()})
+    return out
+
+
+def paired_nog(
+    results: Mapping[str, Mapping[str, Any]],
+    base: str,
+    other: str,
+    threshold: int = 90,
+    *,
+    draws: int = 10_000,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """NoG@`threshold` % of `other` against `base`, paired over the instances both ran (matched
+    by name), per "dataset/start/kind" and pooled over datasets ("all/start/kind", where there
+    are several): rows {"key", "n", "base", "other", "diff" (other - base), "low", "high"},
+    the last two the 95 % percentile interval of the mean difference over `draws` bootstrap
+    resamplings of the instances (numpy Generator(`seed`)). ValueError when a predictor is
+    missing, has no saved trajectories (results written before they were), or the two ran
+    with different caps."""
+    a, b = _trajectories(results, base), _trajectories(results, other)
+    if not a or not b:
+        empty = base if not a else other
+        raise ValueError(f"paired: {empty!r} has no NoG trajectories (run evaluate --nog-kinds)")
+    rng = np.random.default_rng(seed)
+    rows, pooled = [], {}
+
+    def row(key: str, pairs: np.ndarray) -> dict[str, Any]:
+        diff = pairs[:, 1] - pairs[:, 0]
+        means = diff[rng.integers(0, len(diff), (draws, len(diff)))].mean(axis=1)
+        low, high = np.percentile(means, [2.5, 97.5])
+        n, (mean_a, mean_b) = len(diff), pairs.mean(axis=0)
+        return {"key": key, "n": n, "base": float(mean_a), "other": float(mean_b),
+                "diff": float(diff.mean()), "low": float(low), "high": float(high)}  # fmt: skip
+
+    for key in (k for k in a if k in b):
+        (ta, cap_a), (tb, cap_b) = a[key], b[key]
+        if cap_a != cap_b:
+            raise ValueError(f"paired: {key} ran with at most {cap_a} and {cap_b} gestures")
+        index = {name: i for i, name in enumerate(tb["instances"])}
+        both = [(i, index[name]) for i, name in enumerate(ta["instances"]) if name in index]
+        if not both:
+            continue
+        counts = []
+        for t, rows_of in ((ta, [i for i, _ in both]), (tb, [j for _, j in both])):
+            ious = np.asarray(t["ious"], np.float64)[rows_of]
+            counts.append(noc(ious, (threshold / 100,), cap_a)["noc"][:, 0])
+        pairs = np.stack(counts, axis=1).astype(np.float64)
+        rows.append(row(key, pairs))
+        _, start, kind = key.rsplit("/", 2)  # dataset names may hold "/"
+        pooled.setdefault(f"{start}/{kind}", []).append(pairs)
+    for start_kind, parts in pooled.items():
+        if len(parts) > 1:
+            rows.append(row(f"all/{start_kind}", np.concatenate(parts)))
+    return rows
+
+
+def paired_table(
+    results: Mapping[str, Mapping[str, Any]], base: str, threshold: int = 90, **kwargs: Any
+) -> str:
+    """A markdown table of `paired_nog` for every other predictor with NoG trajectories."""
+    others = [p for p in results if p != base and _trajectories(results, p)]
+    lines = []
+    for other in others:
+        for r in paired_nog(results, base, other, threshold, **kwargs):
+            lines.append(
+                f"| {r['key']} | {other} | {r['n']} | {r['base']:.2f} | {r['other']:.2f} | "
+                f"{r['diff']:+.2f} | {r['low']:+.2f} to {r['high']:+.2f} |"
+            )
+    if not lines:
+        return ""
+    title = (f"**Paired NoG@{threshold} against {base}** (the same instances; 95 % bootstrap "
+             "interval of the mean difference; negative: fewer gestures)")  # fmt: skip
+    header = f"| dataset/start/kind | predictor | n | {base} | predictor's | difference | 95 % |"
+    return "\n".join([title, "", header, "|---|---|---:|---:|---:|---:|---|", *lines])
+
+
 def merge_results(payloads: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """The `results` of several `metrics.json` payloads side by side (later files win a clash)."""
     merged: dict[str, dict[str, Any]] = {}
@@ -155,6 +242,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
     parser.add_argument("metrics", nargs="+", help="metrics.json files of `dig_jax.evaluate`")
     parser.add_argument("--out", default="", help="write tables.md and metrics.json here")
+    parser.add_argument(
+        "--paired", default="", metavar="PREDICTOR",
+        help="also compare every other predictor's NoG@90 with this one's, instance by instance",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     try:
         if args.out:
@@ -171,6 +262,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"{name} is not a metrics.json of dig_jax.evaluate (no 'results')")
     results = merge_results(payloads)
     text = all_tables(results)
+    if args.paired:
+        try:
+            text = "\n\n".join(t for t in (text, paired_table(results, args.paired)) if t)
+        except ValueError as error:  # an unknown predictor, results without trajectories
+            parser.error(str(error))
     print(text)
     if args.out:
         out = Path(args.out)

@@ -14,7 +14,7 @@ from dig_jax.data.regions import extract_regions
 from dig_jax.evaluation import SkipLog, evaluation_samples, peer_predictor
 from dig_jax.evaluation.evaluators import DigTables
 from dig_jax.evaluation.protocol import creation_targets, iter_instances, load_dataset
-from dig_jax.evaluation.tables import all_tables, kind_table, nog_table
+from dig_jax.evaluation.tables import all_tables, kind_table, nog_table, paired_nog, paired_table
 
 KINDS = (0, 4)
 
@@ -128,3 +128,66 @@ def test_evaluate_nog_tables_state_nog_max(tmp_path):
     assert evaluate_main(argv) == 0
     text = (tmp_path / "tables.md").read_text()
     assert "at most 3 gestures" in text and "at most 20" not in text
+
+
+def _nog_entry(trajectories: dict, cap: int = 4) -> dict:
+    return {"type": "iterative", "max_interactions": cap, "metrics": {},
+            "trajectories": {k: {"instances": names, "ious": ious}
+                             for k, (names, ious) in trajectories.items()}}  # fmt: skip
+
+
+def test_paired_nog_matches_instances_by_name_and_bounds_the_difference():
+    reach = {n: [0.5] * (n - 1) + [0.95] * (5 - n) for n in (1, 2, 3, 4)}  # NoG@90 = n
+    never = [0.5] * 4  # counted as the cap, 4
+    base = {"d/scratch/click": (["a", "b", "c"], [reach[1], reach[2], never]),
+            "e/f/scratch/click": (["x", "y"], [reach[3], reach[3]])}  # fmt: skip
+    other = {"d/scratch/click": (["c", "a", "b"], [reach[2], reach[1], reach[2]]),
+             "e/f/scratch/click": (["y", "x", "z"], [reach[1], reach[1], reach[4]])}  # fmt: skip
+    results = {"base": {"nog": _nog_entry(base)}, "other": {"nog": _nog_entry(other)}}
+    rows = {r["key"]: r for r in paired_nog(results, "base", "other", 90, draws=2000)}
+    d = rows["d/scratch/click"]  # a: 1 -> 1, b: 2 -> 2, c: 4 -> 2
+    assert d["n"] == 3 and d["base"] == pytest.approx(7 / 3) and d["other"] == pytest.approx(5 / 3)
+    assert d["diff"] == pytest.approx(-2 / 3) and -2.0 <= d["low"] <= d["diff"] <= d["high"] <= 0.0
+    e = rows["e/f/scratch/click"]  # "z" ran only for other: left out
+    assert e["n"] == 2 and e["diff"] == pytest.approx(-2.0) and e["low"] == e["high"] == -2.0
+    pooled = rows["all/scratch/click"]  # five pairs over both datasets
+    assert pooled["n"] == 5 and pooled["diff"] == pytest.approx((-2 - 4) / 5)
+    same = paired_nog({"base": results["base"], "copy": results["base"]}, "base", "copy")
+    assert all(r["diff"] == r["low"] == r["high"] == 0.0 for r in same)
+    table = paired_table(results, "base")
+    assert "Paired NoG@90 against base" in table and "| d/scratch/click | other | 3 |" in table
+    with pytest.raises(ValueError, match="no predictor 'nobody'"):
+        paired_nog(results, "nobody", "other")
+    with pytest.raises(ValueError, match="has no NoG trajectories"):
+        paired_nog({**results, "old": {"nog": {"type": "iterative", "metrics": {}}}}, "base", "old")
+    capped = {"other": {"nog": _nog_entry(other, cap=5)}, "base": results["base"]}
+    with pytest.raises(ValueError, match="at most 4 and 5 gestures"):
+        paired_nog(capped, "base", "other")
+
+
+def test_evaluate_saves_nog_trajectories_for_paired_tables(tmp_path):
+    import json
+
+    from dig_jax.evaluate import main as evaluate_main
+    from dig_jax.evaluation.tables import main as tables_main
+
+    argv = ["--predictor", "filled", "--datasets", "procedural:1:3", "--modes", "creation",
+            "--nog-kinds", "click", "--nog-max", "3", "--out", str(tmp_path / "a")]  # fmt: skip
+    assert evaluate_main(argv) == 0
+    payload = json.loads((tmp_path / "a" / "metrics.json").read_text())
+    entry = payload["results"]["peer:filled"]["nog"]
+    saved = entry["trajectories"]["procedural:1:3/scratch/click"]
+    assert len(saved["instances"]) == len(saved["ious"]) >= 1
+    assert all(len(row) == 3 and all(0.0 <= v <= 1.0 for v in row) for row in saved["ious"])
+    nog90 = entry["metrics"]["procedural:1:3/scratch/click/NoC@90"]
+    counts = [next((i + 1 for i, v in enumerate(row) if v >= 0.9), 3) for row in saved["ious"]]
+    assert nog90 == pytest.approx(np.mean(counts))  # the trajectories are the table's
+    payload["results"] = {"copy": payload["results"]["peer:filled"]}
+    (tmp_path / "b.json").write_text(json.dumps(payload))
+    out = tmp_path / "t"
+    first = str(tmp_path / "a" / "metrics.json")
+    argv = [first, str(tmp_path / "b.json"), "--paired", "peer:filled", "--out", str(out)]
+    assert tables_main(argv) == 0
+    assert "| procedural:1:3/scratch/click | copy |" in (out / "tables.md").read_text()
+    with pytest.raises(SystemExit):
+        tables_main([str(tmp_path / "a" / "metrics.json"), "--paired", "nobody"])
