@@ -221,11 +221,22 @@ def paired_table(
 
 
 def merge_results(payloads: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The `results` of several `metrics.json` payloads side by side (later files win a clash)."""
+    """The `results` of several `metrics.json` payloads side by side. One predictor's runs of
+    the same evaluator in several files (e.g. one dataset each) are merged metric by metric and
+    trajectory by trajectory; where two files hold the same one, the later file wins."""
     merged: dict[str, dict[str, Any]] = {}
     for payload in payloads:
         for predictor, evals in payload["results"].items():
-            merged.setdefault(predictor, {}).update(evals)
+            into = merged.setdefault(predictor, {})
+            for name, entry in evals.items():
+                old = into.get(name)
+                if old is None or old.get("type") != entry.get("type"):
+                    into[name] = entry
+                    continue
+                into[name] = {**old, **entry, "metrics": {**old["metrics"], **entry["metrics"]}}
+                if "trajectories" in old or "trajectories" in entry:
+                    both = {**old.get("trajectories", {}), **entry.get("trajectories", {})}
+                    into[name]["trajectories"] = both
     return merged
 
 

@@ -14,7 +14,14 @@ from dig_jax.data.regions import extract_regions
 from dig_jax.evaluation import SkipLog, evaluation_samples, peer_predictor
 from dig_jax.evaluation.evaluators import DigTables
 from dig_jax.evaluation.protocol import creation_targets, iter_instances, load_dataset
-from dig_jax.evaluation.tables import all_tables, kind_table, nog_table, paired_nog, paired_table
+from dig_jax.evaluation.tables import (
+    all_tables,
+    kind_table,
+    merge_results,
+    nog_table,
+    paired_nog,
+    paired_table,
+)
 
 KINDS = (0, 4)
 
@@ -191,3 +198,15 @@ def test_evaluate_saves_nog_trajectories_for_paired_tables(tmp_path):
     assert "| procedural:1:3/scratch/click | copy |" in (out / "tables.md").read_text()
     with pytest.raises(SystemExit):
         tables_main([str(tmp_path / "a" / "metrics.json"), "--paired", "nobody"])
+
+
+def test_merge_results_joins_one_predictors_runs_per_dataset():
+    first = {"p": {"nog": _nog_entry({"d/scratch/click": (["a"], [[0.95] * 4])})}}
+    second = {"p": {"nog": _nog_entry({"e/scratch/click": (["b"], [[0.5] * 4])})}}
+    first["p"]["nog"]["metrics"] = {"d/scratch/click/NoC@90": 1.0}
+    second["p"]["nog"]["metrics"] = {"e/scratch/click/NoC@90": 4.0}
+    merged = merge_results([{"results": first}, {"results": second}])["p"]["nog"]
+    assert merged["metrics"] == {"d/scratch/click/NoC@90": 1.0, "e/scratch/click/NoC@90": 4.0}
+    assert set(merged["trajectories"]) == {"d/scratch/click", "e/scratch/click"}
+    again = merge_results([{"results": first}, {"results": first}])["p"]["nog"]
+    assert again["metrics"] == first["p"]["nog"]["metrics"]  # the same run twice: unchanged
