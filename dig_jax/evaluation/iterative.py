@@ -3,7 +3,9 @@
 From scratch, interaction 1 is a creation gesture on the region's largest part; from a prior
 (`start` masks, e.g. a synthetic previous segmentation), it already aims at the prior's largest
 error. Each later interaction aims a gesture at the largest error component of the current mask
-(missing pixels: ADD, extra pixels: REMOVE), with the current mask as the previous mask. The
+(missing pixels: ADD, extra pixels: REMOVE), with the current mask as the previous mask; each
+sample also carries "seeds", the hard labels of the gestures before it
+(`peers.accumulate_seeds`), which models ignore and seeded peers (GrabCut) keep. The
 kind is fixed, or "mixed": a tight lasso first, then clicks. The IoU against the whole region
 (void ignored) is recorded after each interaction, `max_interactions` in all; NoG@t is the
 first interaction reaching IoU >= t (else the maximum), NoF the failures. Instances are
@@ -18,6 +20,7 @@ import numpy as np
 
 from dig_jax.data.regions import VOID, components
 from dig_jax.data.samples import gesture_maps, make_sample
+from dig_jax.evaluation.peers import accumulate_seeds
 from dig_jax.evaluation.predictors import Predictor
 from dig_jax.gestures import simulate_creation, simulate_refinement
 from dig_jax.gestures.types import Context, GestureKind
@@ -75,6 +78,7 @@ def iterative_ious(
         preds = [np.zeros(gt.shape, np.uint8) for _, gt, _ in items]
     else:
         preds = [(np.asarray(m) > 0).astype(np.uint8) for m in start]
+    seeds = [np.zeros(gt.shape, np.uint8) for _, gt, _ in items]
     code = 9 if kind == MIXED else int(kind)
     rngs = [np.random.default_rng([seed, i, code]) for i in range(n)]
     done = np.zeros(n, bool)
@@ -95,10 +99,13 @@ def iterative_ious(
                 gesture = simulate_refinement(this_kind, error[0], error[1], rngs[i])
                 context, prev = error[1], preds[i]
             raster, dist = gesture_maps(gesture, gt.shape)
-            samples.append(make_sample(
+            sample = make_sample(
                 image=image, gesture_map=raster, distance=dist, prev_mask=prev, target=gt,
                 region=gt == 1, kind=this_kind, context=context, image_id=str(i), instance_id=i,
-            ))  # fmt: skip
+            )  # fmt: skip
+            sample["seeds"] = seeds[i]
+            seeds[i] = accumulate_seeds(seeds[i], raster, prev, context)
+            samples.append(sample)
             active.append(i)
         if active:
             masks = predict(samples)

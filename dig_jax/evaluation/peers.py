@@ -9,7 +9,9 @@
 Both are context-free in creation. In refinement they are given the sample's true add/remove
 context (an oracle, as the context baselines' `oracle` strategy): the previous mask seeds the
 rest (probable foreground inside, probable background outside), the gesture's area is added or
-removed.
+removed. In the iterative protocol (NoG) GrabCut also keeps the hard labels of every earlier
+gesture, as a seeded-segmentation tool does (`accumulate_seeds`, sample key "seeds"): without
+them each correction would re-fit the whole photo and could undo the clicks before it.
 The oracles check the scorer, not a method: `oracle` returns each sample's local ground truth
 (IoU_local = RICE_local = 1 on any sample), `oracle_region` the whole region, the global GT
 (RICE_global = 1).
@@ -30,6 +32,7 @@ from dig_jax.gestures.types import Context
 
 PEERS = ("grabcut", "filled", "oracle", "oracle_region")
 GRABCUT_ITERATIONS = 5
+SEED_ADD, SEED_REMOVE = 1, 2  # hard labels of earlier gestures (`accumulate_seeds`); 0 = none
 
 
 def filled_gesture(gesture_map: np.ndarray) -> np.ndarray:
@@ -49,10 +52,37 @@ def filled_mask(
     return out.astype(np.uint8)
 
 
-def grabcut_seeds(
-    gesture_map: np.ndarray, prev_mask: np.ndarray | None, context: int = Context.ADD
+def accumulate_seeds(
+    seeds: np.ndarray | None,
+    gesture_map: np.ndarray,
+    prev_mask: np.ndarray | None,
+    context: int = Context.ADD,
 ) -> np.ndarray:
-    """uint8[H, W] GrabCut label map (cv2.GC_BGD / GC_FGD / GC_PR_BGD / GC_PR_FGD)."""
+    """uint8[H, W]: `seeds` (earlier hard labels, `SEED_ADD` / `SEED_REMOVE`, 0 = none; None =
+    none yet) with this gesture's added, the latest gesture winning. An open stroke (a click, a
+    scribble) marks its pixels with its context; a creation outline (a lasso, a rectangle, no
+    `prev_mask`) marks its outside as background, as GrabCut's rectangle does; a refinement
+    outline marks nothing (its area is a soft hint for its own step only)."""
+    gesture = np.asarray(gesture_map) > 0
+    out = np.zeros(gesture.shape, np.uint8) if seeds is None else np.array(seeds, np.uint8)
+    if out.shape != gesture.shape:
+        raise ValueError(f"seeds: size {out.shape} differs from the gesture's {gesture.shape}")
+    if prompts.encloses_area(gesture):
+        if prev_mask is None:
+            out[~filled_gesture(gesture)] = SEED_REMOVE
+        return out
+    out[gesture] = SEED_ADD if int(context) == Context.ADD else SEED_REMOVE
+    return out
+
+
+def grabcut_seeds(
+    gesture_map: np.ndarray,
+    prev_mask: np.ndarray | None,
+    context: int = Context.ADD,
+    seeds: np.ndarray | None = None,
+) -> np.ndarray:
+    """uint8[H, W] GrabCut label map (cv2.GC_BGD / GC_FGD / GC_PR_BGD / GC_PR_FGD). `seeds`:
+    earlier gestures' hard labels (`accumulate_seeds`), kept under this gesture's."""
     gesture = np.asarray(gesture_map) > 0
     closed = prompts.encloses_area(gesture)
     area = filled_gesture(gesture) if closed else gesture
@@ -61,12 +91,15 @@ def grabcut_seeds(
         if closed:
             return np.where(area, cv2.GC_PR_FGD, cv2.GC_BGD).astype(np.uint8)
         return np.where(area, cv2.GC_FGD, cv2.GC_PR_BGD).astype(np.uint8)
-    seeds = np.where(np.asarray(prev_mask) > 0, cv2.GC_PR_FGD, cv2.GC_PR_BGD).astype(np.uint8)
+    labels = np.where(np.asarray(prev_mask) > 0, cv2.GC_PR_FGD, cv2.GC_PR_BGD).astype(np.uint8)
+    if seeds is not None:
+        labels[np.asarray(seeds) == SEED_ADD] = cv2.GC_FGD
+        labels[np.asarray(seeds) == SEED_REMOVE] = cv2.GC_BGD
     if closed:
-        seeds[area] = cv2.GC_PR_FGD if add else cv2.GC_PR_BGD
+        labels[area] = cv2.GC_PR_FGD if add else cv2.GC_PR_BGD
     else:
-        seeds[area] = cv2.GC_FGD if add else cv2.GC_BGD
-    return seeds
+        labels[area] = cv2.GC_FGD if add else cv2.GC_BGD
+    return labels
 
 
 def grabcut_mask(
@@ -75,19 +108,21 @@ def grabcut_mask(
     prev_mask: np.ndarray | None = None,
     context: int = Context.ADD,
     iterations: int = GRABCUT_ITERATIONS,
+    seeds: np.ndarray | None = None,
 ) -> np.ndarray:
-    """uint8[H, W]: OpenCV GrabCut seeded by the gesture (see the module docstring)."""
-    seeds = grabcut_seeds(gesture_map, prev_mask, context)
-    foreground = np.isin(seeds, (cv2.GC_FGD, cv2.GC_PR_FGD))
+    """uint8[H, W]: OpenCV GrabCut seeded by the gesture and, with `seeds`, by the hard labels
+    of the gestures before it (see the module docstring)."""
+    labels = grabcut_seeds(gesture_map, prev_mask, context, seeds)
+    foreground = np.isin(labels, (cv2.GC_FGD, cv2.GC_PR_FGD))
     if foreground.all() or not foreground.any():
         return filled_mask(gesture_map, prev_mask, context)
     bgd, fgd = np.zeros((1, 65), np.float64), np.zeros((1, 65), np.float64)
     bgr = np.ascontiguousarray(np.asarray(image, np.uint8)[..., ::-1])
     try:
-        cv2.grabCut(bgr, seeds, None, bgd, fgd, iterations, cv2.GC_INIT_WITH_MASK)
+        cv2.grabCut(bgr, labels, None, bgd, fgd, iterations, cv2.GC_INIT_WITH_MASK)
     except cv2.error:  # e.g. too few pixels of one class to fit its colour model
         return filled_mask(gesture_map, prev_mask, context)
-    return np.isin(seeds, (cv2.GC_FGD, cv2.GC_PR_FGD)).astype(np.uint8)
+    return np.isin(labels, (cv2.GC_FGD, cv2.GC_PR_FGD)).astype(np.uint8)
 
 
 def oracle_mask(sample: dict[str, Any], truth: str = "local") -> np.ndarray:
@@ -115,7 +150,9 @@ def peer_predictor(name: str) -> Predictor:
             elif name == "filled":
                 out.append(filled_mask(s["gesture"], prev, int(s["context"])))
             else:
-                out.append(grabcut_mask(s["image"], s["gesture"], prev, int(s["context"])))
+                out.append(grabcut_mask(
+                    s["image"], s["gesture"], prev, int(s["context"]), seeds=s.get("seeds")
+                ))  # fmt: skip
         return out
 
     return predict

@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from dig_jax.evaluation import PEERS, peer_predictor
-from dig_jax.evaluation.peers import filled_mask, grabcut_mask, grabcut_seeds
+from dig_jax.evaluation.iterative import iterative_ious
+from dig_jax.evaluation.peers import (
+    SEED_ADD,
+    SEED_REMOVE,
+    accumulate_seeds,
+    filled_mask,
+    grabcut_mask,
+    grabcut_seeds,
+)
 from dig_jax.gestures import Gesture, GestureKind, box_outline_points, rasterize
 from dig_jax.gestures.types import Context
 from dig_jax.metrics import iou
@@ -82,3 +90,61 @@ def test_peer_predictors_on_samples():
     np.testing.assert_array_equal(peer_predictor("oracle_region")([sample])[0], mask > 0)
     with pytest.raises(ValueError, match="peer must be one of"):
         peer_predictor("sam")
+
+
+def click(x: float, y: float) -> np.ndarray:
+    return rasterize(Gesture(GestureKind.CLICK, [[x, y]], False), SHAPE)
+
+
+def test_accumulated_seeds_keep_strokes_and_a_creation_outline_the_latest_winning():
+    prev = np.zeros(SHAPE, np.uint8)
+    prev[40:80, 60:100] = 1
+    seeds = accumulate_seeds(None, rectangle([40, 20, 120, 100]), None)  # creation outline
+    assert seeds[5, 5] == SEED_REMOVE and seeds[60, 80] == 0
+    seeds = accumulate_seeds(seeds, click(80, 60), prev, Context.ADD)
+    assert seeds[60, 80] == SEED_ADD and seeds[5, 5] == SEED_REMOVE
+    lasso = rectangle([5, 5, 55, 55])  # a refinement outline: a soft hint, nothing kept
+    np.testing.assert_array_equal(accumulate_seeds(seeds, lasso, prev, Context.ADD), seeds)
+    seeds = accumulate_seeds(seeds, click(80, 60), prev, Context.REMOVE)
+    assert seeds[60, 80] == SEED_REMOVE
+    seeds = accumulate_seeds(seeds, click(10, 10), prev, Context.ADD)
+    assert seeds[10, 10] == SEED_ADD
+    with pytest.raises(ValueError, match="seeds: size"):
+        accumulate_seeds(np.zeros((4, 4), np.uint8), click(10, 10), prev)
+
+
+def test_grabcut_keeps_earlier_hard_seeds_under_the_new_gesture():
+    import cv2
+
+    prev = np.zeros(SHAPE, np.uint8)
+    prev[40:80, 60:100] = 1
+    seeds = np.zeros(SHAPE, np.uint8)
+    seeds[50, 70], seeds[5, 5], seeds[60, 80] = SEED_ADD, SEED_REMOVE, SEED_ADD
+    labels = grabcut_seeds(click(80, 60), prev, Context.REMOVE, seeds)
+    assert labels[50, 70] == cv2.GC_FGD and labels[5, 5] == cv2.GC_BGD
+    assert labels[60, 80] == cv2.GC_BGD  # this gesture wins over an earlier one
+    assert labels[45, 65] == cv2.GC_PR_FGD and labels[100, 10] == cv2.GC_PR_BGD
+    np.testing.assert_array_equal(
+        grabcut_seeds(click(80, 60), prev, Context.REMOVE, np.zeros(SHAPE, np.uint8)),
+        grabcut_seeds(click(80, 60), prev, Context.REMOVE),
+    )
+
+
+def test_nog_hands_grabcut_every_earlier_gesture_as_seeds():
+    """The NoG loop passes each sample the hard labels of the gestures before it (none on the
+    first), and GrabCut seeded by clicks alone reaches the disc of a two-colour scene."""
+    image, mask = scene(2)
+    seen = []
+    grabcut = peer_predictor("grabcut")
+
+    def recording(samples):
+        seen.append([np.array(s["seeds"]) for s in samples])
+        return grabcut(samples)
+
+    items = [(image, mask, mask > 0)]
+    ious = iterative_ious(recording, items, int(GestureKind.CLICK), max_interactions=4)
+    assert not seen[0][0].any()
+    for step in range(1, len(seen)):
+        marked = (seen[step][0] > 0).sum()
+        assert marked > (seen[step - 1][0] > 0).sum()  # each click adds its pixels
+    assert ious[0, -1] > 0.9
