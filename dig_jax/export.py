@@ -310,6 +310,7 @@ class LoadedSegmenter:
         out, crop, box, prev, shape = self._run(image, gesture_map, prev_mask, Context.ADD, None,
                                                 heads=True)  # fmt: skip
         mask = prompts.paste_mask(out["mask"], box, shape, prev, crop["prev_mask"])
+        mask = self.passes.obeyed(gesture_map, prev, mask, out["mask"], box)
         result = {
             "mask": self.passes.merged(gesture_map, prev, mask),
             "logits": prompts.paste_logits(out["mask"], box, shape),
@@ -338,6 +339,7 @@ class LoadedSegmenter:
         """
         out, crop, box, prev, shape = self._run(image, gesture_map, prev_mask, context, kind)
         mask = prompts.paste_mask(out["mask"], box, shape, prev, crop["prev_mask"])
+        mask = self.passes.obeyed(gesture_map, prev, mask, out["mask"], box)
         return self.passes.merged(gesture_map, prev, mask)
 
 

@@ -412,6 +412,72 @@ def test_passes_merge_the_prompts_they_name():
             prompts.Passes.from_config({"image_size": 64, "predict": {"merge": bad}})
 
 
+def test_obey_click_flips_the_piece_the_network_ranks_past_an_ignored_click():
+    """On a box that maps the photo 1:1 onto the crop, an ignored ADD click flips the connected
+    pixels ranked at least as foreground-like as the clicked one, and nothing else."""
+    size = 40
+    box = prompts.ZoomBox(0.0, 0.0, float(size))
+    prev = np.zeros((size, size), np.uint8)
+    prev[5:20, 5:20] = 1
+    logits = np.full((size, size), -10.0, np.float32)
+    logits[prev > 0] = 5.0
+    logits[22:30, 22:34] = -2.0  # the missed part: below the threshold, above the rest
+    logits[25, 25] = -3.0  # the clicked pixel, ranked a little lower than its surroundings
+    logits[33:37, 30:38] = -1.0  # ranked higher but not connected to the click
+    click = rasterize(Gesture(GestureKind.CLICK, [[25.0, 25.0]], False), (size, size))
+    mask = prompts.paste_mask(logits, box, prev.shape, prev, prev)
+    np.testing.assert_array_equal(mask, prev)  # the network ignored the click
+    obeyed = prompts.obey_click(mask, logits, box, click, prev, 0.5)
+    expected = prev.copy()
+    expected[22:30, 22:34] = 1
+    np.testing.assert_array_equal(obeyed, expected)
+    # REMOVE: a click on the previous mask flips the piece ranked at most as high as it
+    logits2 = logits.copy()
+    logits2[5:12, 5:20] = 0.5
+    remove = rasterize(Gesture(GestureKind.CLICK, [[10.0, 8.0]], False), (size, size))
+    obeyed = prompts.obey_click(prev, logits2, box, remove, prev, 0.5)
+    expected = prev.copy()
+    expected[5:12, 5:20] = 0
+    np.testing.assert_array_equal(obeyed, expected)
+    # untouched: an obeyed click, a piece over the limit, off, a creation, another gesture
+    assert prompts.obey_click(expected, logits2, box, remove, prev, 0.5) is not expected
+    np.testing.assert_array_equal(prompts.obey_click(expected, logits2, box, remove, prev, 0.5),
+                                  expected)  # fmt: skip
+    np.testing.assert_array_equal(prompts.obey_click(mask, logits, box, click, prev, 0.05), mask)
+    np.testing.assert_array_equal(prompts.obey_click(mask, logits, box, click, prev, 0.0), mask)
+    np.testing.assert_array_equal(prompts.obey_click(mask, logits, box, click, None, 0.5), mask)
+    stroke = np.zeros((size, size), np.uint8)
+    stroke[24:27, 2:38] = 1  # wider than a dot
+    np.testing.assert_array_equal(prompts.obey_click(mask, logits, box, stroke, prev, 0.5), mask)
+
+
+def test_obey_click_stays_inside_the_box():
+    """A REMOVE click never takes the previous mask's pixels outside the last run's box (the
+    pasted logits there are the background constant, which ranks below any click)."""
+    shape = (60, 60)
+    prev = np.zeros(shape, np.uint8)
+    prev[10:50, 10:50] = 1
+    box = prompts.ZoomBox(20.0, 20.0, 20.0)
+    logits = np.full((20, 20), 0.5, np.float32)
+    click = rasterize(Gesture(GestureKind.CLICK, [[30.0, 30.0]], False), shape)
+    obeyed = prompts.obey_click(prev, logits, box, click, prev, 1.0)
+    assert obeyed[30, 30] == 0 and obeyed[15, 15] == 1 and obeyed[45, 45] == 1
+    assert obeyed[:20].sum() == prev[:20].sum() and obeyed[40:].sum() == prev[40:].sum()
+
+
+def test_passes_read_obey_clicks():
+    passes = prompts.Passes.from_config({"image_size": 64, "predict": {"obey_clicks": 0.3}})
+    assert passes.obey == 0.3
+    assert prompts.Passes.from_config({"image_size": 64}).obey == 0.0
+    config = {"image_size": 64, "predict": {"obey_clicks": 0.3}}
+    assert prompts.Passes.from_config(config, paper_mode=True).obey == 0.0
+    mask = np.zeros((8, 8), np.uint8)
+    assert prompts.Passes(64, 64).obeyed(mask, mask, mask, mask, None) is mask  # off
+    for bad in (1.5, -0.1, True, "0.3", float("nan")):
+        with pytest.raises(ValueError, match=r"predict\.obey_clicks"):
+            prompts.Passes.from_config({"image_size": 64, "predict": {"obey_clicks": bad}})
+
+
 def test_passes_read_the_flip():
     config = {"image_size": 64, "predict": {"flip": True}}
     assert prompts.Passes.from_config(config).flip

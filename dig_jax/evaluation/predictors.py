@@ -208,8 +208,9 @@ def segmenter_predictor(
             chunk_masks = [pasted(s, r) for s, r in zip(chunk, results, strict=True)]
             if passes.rescues:
                 results, chunk_masks = rescued(chunk, results, chunk_masks)
-            for sample, mask in zip(chunk, chunk_masks, strict=True):
+            for sample, mask, result in zip(chunk, chunk_masks, results, strict=True):
                 prev = sample["prev_mask"] if bool(sample["has_prev"]) else None
+                mask = passes.obeyed(sample["gesture"], prev, mask, result[0], result[1])
                 masks.append(passes.merged(sample["gesture"], prev, mask))
         return masks
 

@@ -427,6 +427,52 @@ def rescue_box(
     return local if local.side < 0.9 * box.side else None
 
 
+def obey_click(
+    mask: Any,
+    logits: np.ndarray,
+    box: ZoomBox,
+    gesture_map: Any,
+    prev_mask: Any,
+    max_fraction: float,
+) -> np.ndarray:
+    """uint8[H, W]: `mask` with a refinement click obeyed (the click pass, after any rescue).
+    A click whose pixel still has the label it had in `prev_mask` (the network ignored it)
+    flips the connected piece, holding the click, of the pixels inside `box` that the network
+    ranks at least as foreground-like (ADD: the click is off the previous mask) or at least as
+    background-like (REMOVE) as the clicked pixel: the click read as "your threshold is wrong
+    here", the network's own logits (`logits`: its last run's S×S crop logits on `box`) choosing
+    how far the change reaches. A piece larger than `max_fraction` of the box's area inside
+    the photo is not flipped (a click deep in a confident region would take the whole crop);
+    nor is anything for an obeyed click, another gesture, or `max_fraction` <= 0."""
+    mask = np.asarray(mask).astype(np.uint8)
+    if max_fraction <= 0 or prev_mask is None:
+        return mask
+    click = refinement_click(gesture_map, prev_mask)
+    if click is None:
+        return mask
+    row, col = click
+    add = not np.asarray(prev_mask)[row, col] > 0
+    if (mask[row, col] > 0) == add:
+        return mask  # obeyed
+    h, w = mask.shape
+    inside = np.zeros((h, w), bool)
+    height = box.side if box.height is None else box.height
+    x1, y1 = max(int(np.ceil(box.x0)), 0), max(int(np.ceil(box.y0)), 0)
+    x2, y2 = min(int(np.floor(box.x0 + box.side)), w), min(int(np.floor(box.y0 + height)), h)
+    inside[y1:y2, x1:x2] = True
+    photo = paste_logits(logits, box, (h, w))
+    level = photo[row, col]
+    candidates = inside & ((photo >= level) if add else (photo <= level))
+    candidates &= (mask == 0) if add else (mask > 0)
+    labels, _ = ndimage.label(candidates, structure=np.ones((3, 3), bool))
+    piece = labels == labels[row, col]
+    if labels[row, col] == 0 or piece.sum() > max_fraction * inside.sum():
+        return mask
+    mask = mask.copy()
+    mask[piece] = 1 if add else 0
+    return mask
+
+
 def stroke_rescue_box(
     gesture_map: Any, prev_mask: Any, box: ZoomBox, mask: np.ndarray, size: int
 ) -> ZoomBox | None:
@@ -493,7 +539,9 @@ class Passes:
     (`stroke_rescue_box`). With `flip`, every run averages the network's logits on the crop
     and on the crop flipped left-right (`models.interactive.flip_averaged`). `merge` ("none",
     "clicks" or "all") keeps, of a refinement click's (or every refinement prompt's) changes,
-    only those connected to the gesture (`merge_local`). `from_config` reads them from a
+    only those connected to the gesture (`merge_local`). With `obey` > 0 a refinement click
+    still ignored after those runs flips the piece around it that the network ranks past the
+    clicked pixel, at most `obey` of the box (`obey_click`). `from_config` reads them from a
     segmenter config."""
 
     size: int
@@ -503,15 +551,17 @@ class Passes:
     flip: bool = False
     rescue_strokes: bool = False
     merge: str = "none"
+    obey: float = 0.0
 
     @classmethod
     def from_config(cls, config: Any, paper_mode: bool = False, size: int | None = None) -> Passes:
         """From `config.predict` (`focus_pass`; `click_size`: 0 or absent = the working size;
         `rescue_zoom`: 0 or absent = off; `flip`, `rescue_strokes`: absent = off; `merge`:
-        absent = "none") and the working size `size` (default `config.image_size`); paper mode
-        runs one pass at the working size, unflipped, unmerged. ValueError on a click size that
-        is not a positive multiple of 32, a rescue zoom that is neither 0 nor a finite number >
-        1, a flip or rescue_strokes that is not a bool, or a merge not in `MERGE_MODES`."""
+        absent = "none"; `obey_clicks`: 0 or absent = off) and the working size `size` (default
+        `config.image_size`); paper mode runs one pass at the working size, unflipped, unmerged.
+        ValueError on a click size that is not a positive multiple of 32, a rescue zoom that is
+        neither 0 nor a finite number > 1, a flip or rescue_strokes that is not a bool, a merge
+        not in `MERGE_MODES`, or an obey_clicks outside [0, 1]."""
         size = int(config["image_size"] if size is None else size)
         options = config.get("predict", None) or {}
         click = options.get("click_size", 0) or size
@@ -535,10 +585,13 @@ class Passes:
         merge = options.get("merge", "none")
         if merge not in MERGE_MODES:
             raise ValueError(f"predict.merge must be one of {MERGE_MODES}, got {merge!r}")
+        obey = options.get("obey_clicks", 0.0) or 0.0
+        if isinstance(obey, bool) or not isinstance(obey, int | float) or not 0 <= obey <= 1:
+            raise ValueError(f"predict.obey_clicks must be a fraction in [0, 1], got {obey!r}")
         if paper_mode:
             return cls(size, size, False)
         focus = bool(options.get("focus_pass", False))
-        return cls(size, int(click), focus, float(rescue), flip, strokes, merge)
+        return cls(size, int(click), focus, float(rescue), flip, strokes, merge, float(obey))
 
     @property
     def rescues(self) -> bool:
@@ -566,6 +619,20 @@ class Passes:
         if not self.rescue_strokes:
             return None
         return stroke_rescue_box(gesture_map, prev_mask, box, mask, self.size)
+
+    def obeyed(
+        self,
+        gesture_map: Any,
+        prev_mask: Any,
+        mask: np.ndarray,
+        logits: np.ndarray,
+        box: ZoomBox,
+    ) -> np.ndarray:
+        """A prompt's mask after the click pass (`obey_click`, when `obey` > 0); `logits`, `box`:
+        its last run's crop logits and zoom box."""
+        if self.obey <= 0 or prev_mask is None:
+            return mask
+        return obey_click(mask, logits, box, gesture_map, prev_mask, self.obey)
 
     def merged(self, gesture_map: Any, prev_mask: Any, mask: np.ndarray) -> np.ndarray:
         """A prompt's final mask on the photo: `mask` after `merge_local` for the refinement
