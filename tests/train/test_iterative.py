@@ -116,6 +116,7 @@ def test_lite_iterative_variants_validate():
     assert long.iterative.kinds.count(0) == 2 and long.total_steps == 4000
     assert long.predict.rescue_zoom == 2.5 and long.predict.click_size == 320 and long.predict.flip
     assert long.predict.rescue_strokes and long.data.leak_prob == 0.3
+    assert long.predict.obey_clicks == 0.3  # the click pass (docs/model_quality.md)
     clicks = load_config(f"{path}:offline_clicks")
     assert clicks.init_from.endswith("lite_iterative_offline_long.digjax")  # the default
     assert clicks.data.kinds.count(0) == 2 and clicks.iterative.kinds.count(0) == 3
