@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # pytest-xdist workers for `make test`: two processes on two cores halve the suite's wall time
 # (6 min 55 s against 11 min 22 s, 2026-12-01); TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
-CHECKPOINT ?= checkpoints/lite_iterative_offline_long.digjax
+CHECKPOINT ?= checkpoints/lite_iterative_offline_long3x.digjax
 DATASETS ?= grabcut,berkeley
 # where evaluate / attack / rclicks / notebooks write (default results/<target>)
 OUT ?= results/$@

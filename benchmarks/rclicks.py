@@ -9,7 +9,7 @@ first photos' targets (or procedural scenes), four ways, all after a warm-up cal
 excluded): numpy reference (numpy group cut + `Generator.choice`, one click at a time), jnp one
 click at a time (`sample_group_clicks`), jnp batched (`sample_groups_batch`, one vmapped call)
 and the protocol's path (numpy group cut per map + one batched `draw_batch`). Protocol: the
-shipped segmenter (checkpoints/lite_iterative_offline_long.digjax if present, else
+shipped segmenter (checkpoints/lite_iterative_offline_long3x.digjax if present, else
 hrnet_dataaug_offline.digjax; a disc stand-in without either), DT map; compile excluded by a
 1-click warm-up. Clickability training: ms per step of the host loop `train_clickability`
 runs vs `lax.scan` over the same step. Ratios are against the first row, measured in the same

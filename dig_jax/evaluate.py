@@ -1,11 +1,11 @@
 """Evaluate segmenters and classical peers with the evaluator objects (DIG tables per gesture
 kind, iterative NoG), as the training loop does.
 
-    python -m dig_jax.evaluate --checkpoint checkpoints/lite_iterative_offline_long.digjax \
+    python -m dig_jax.evaluate --checkpoint checkpoints/lite_iterative_offline_long3x.digjax \
         --predictor grabcut,filled \
         --datasets grabcut,berkeley --out results/eval
     python -m dig_jax.evaluate --config experiments/lite_dataaug.py:offline \
-        --checkpoint checkpoints/lite_iterative_offline_long.digjax      # the config's `evals`
+        --checkpoint checkpoints/lite_iterative_offline_long3x.digjax      # the config's `evals`
 
 `--predictor` lists what to score on the same samples: exported `.digjax` files and the peers
 `grabcut` (OpenCV GrabCut seeded by the gesture), `filled` (the filled gesture as the mask),

@@ -43,6 +43,7 @@ CHECKPOINT_DIR = Path(__file__).resolve().parents[1] / "checkpoints"
 # first: the gesture-agnostic DIG model and the click-model-style context baseline.
 SHIPPED_CHECKPOINTS = {
     "gesture": (
+        "lite_iterative_offline_long3x",
         "lite_iterative_offline_long",
         "lite_iterative_offline",
         "lite_dataaug_offline",

@@ -1,6 +1,6 @@
 """RClicks robustness of exported segmenters to realistic clicks, per clicking group.
 
-    python -m dig_jax.rclicks --checkpoint checkpoints/lite_iterative_offline_long.digjax \
+    python -m dig_jax.rclicks --checkpoint checkpoints/lite_iterative_offline_long3x.digjax \
         --datasets grabcut,berkeley --map dt --out results/rclicks
 
 For every instance (each region of each photo, at the photo's own size; `--max-side` shrinks

@@ -24,8 +24,8 @@
 #
 # Photos: the first GrabCut instances when `dig_jax.paths.data_root()` holds them, else
 # procedural scenes. Model: the segmenter named by `DIG_JAX_CHECKPOINT` (the test suite's tiny
-# random one), else the shipped one (`checkpoints/lite_iterative_offline_long.digjax` when present,
-# else `checkpoints/hrnet_dataaug_offline.digjax`), else a transparent disc stand-in.
+# random one), else the shipped one (`checkpoints/lite_iterative_offline_long3x.digjax` when
+# present, else `checkpoints/hrnet_dataaug_offline.digjax`), else a transparent disc stand-in.
 
 # %%
 import time

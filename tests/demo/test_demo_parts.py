@@ -20,7 +20,7 @@ def test_default_checkpoint_is_the_first_existing(tmp_path):
     assert default_checkpoint((lite, hrnet)) == hrnet
     lite.write_bytes(b"x")
     assert default_checkpoint((lite, hrnet)) == lite
-    assert DEFAULT_CHECKPOINTS[0].name == "lite_iterative_offline_long.digjax"
+    assert DEFAULT_CHECKPOINTS[0].name == "lite_iterative_offline_long3x.digjax"
 
 
 def test_stroke_map_is_the_disc_brush_polyline():

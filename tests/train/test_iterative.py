@@ -108,7 +108,7 @@ def test_lite_iterative_variants_validate():
     path = ROOT / "experiments" / "lite_iterative.py"
     long_variants = ("offline_long", "offline_clicks", "offline_obey", "offline_leak",
                      "offline_coarse", "offline_coarse_clicks", "offline_coarse_wide",
-                     "offline_long3x")  # fmt: skip
+                     "offline_long3x", "offline_long3x_coarse_clicks")  # fmt: skip
     for variant in ("offline", *long_variants, "demo", "tiny"):
         validate_config(load_config(f"{path}:{variant}"))
     long = load_config(f"{path}:offline_long")
@@ -118,7 +118,8 @@ def test_lite_iterative_variants_validate():
     assert long.predict.rescue_strokes and long.data.leak_prob == 0.3
     assert long.predict.obey_clicks == 0.3  # the click pass (docs/model_quality.md)
     clicks = load_config(f"{path}:offline_clicks")
-    assert clicks.init_from.endswith("lite_iterative_offline_long.digjax")  # the default
+    # measured on the 4000-step default
+    assert clicks.init_from.endswith("lite_iterative_offline_long.digjax")
     assert clicks.data.kinds.count(0) == 2 and clicks.iterative.kinds.count(0) == 3
     obey = load_config(f"{path}:offline_obey")
     assert obey.init_from == clicks.init_from and obey.loss.obey_weight > 0
@@ -136,6 +137,9 @@ def test_lite_iterative_variants_validate():
     longer = load_config(f"{path}:offline_long3x")  # the default's run, three times as long
     assert longer.total_steps == 3 * long.total_steps
     assert longer.to_dict() | {"total_steps": 0} == long.to_dict() | {"total_steps": 0}
+    longer_coarse = load_config(f"{path}:offline_long3x_coarse_clicks")  # ... + coarse clicks
+    assert longer_coarse.data.to_dict() == clicks_only.data.to_dict()
+    assert longer_coarse.to_dict() | {"data": None} == longer.to_dict() | {"data": None}
     wide = load_config(f"{path}:offline_coarse_wide")  # ... with larger over-segmentations
     assert tuple(wide.data.coarse_over) == (0.3, 4.0)
     assert tuple(coarse.data.coarse_over) == (0.3, 1.5)
