@@ -109,15 +109,18 @@ def grabcut_mask(
     context: int = Context.ADD,
     iterations: int = GRABCUT_ITERATIONS,
     seeds: np.ndarray | None = None,
+    rng_seed: int = 0,
 ) -> np.ndarray:
     """uint8[H, W]: OpenCV GrabCut seeded by the gesture and, with `seeds`, by the hard labels
-    of the gestures before it (see the module docstring)."""
+    of the gestures before it (see the module docstring). `rng_seed` seeds OpenCV's RNG for the
+    colour models' k-means, so the mask does not depend on the OpenCV calls made before it."""
     labels = grabcut_seeds(gesture_map, prev_mask, context, seeds)
     foreground = np.isin(labels, (cv2.GC_FGD, cv2.GC_PR_FGD))
     if foreground.all() or not foreground.any():
         return filled_mask(gesture_map, prev_mask, context)
     bgd, fgd = np.zeros((1, 65), np.float64), np.zeros((1, 65), np.float64)
     bgr = np.ascontiguousarray(np.asarray(image, np.uint8)[..., ::-1])
+    cv2.setRNGSeed(rng_seed)  # cv2.grabCut draws its k-means centres from the global RNG
     try:
         cv2.grabCut(bgr, labels, None, bgd, fgd, iterations, cv2.GC_INIT_WITH_MASK)
     except cv2.error:  # e.g. too few pixels of one class to fit its colour model

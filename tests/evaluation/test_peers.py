@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
@@ -72,6 +73,20 @@ def test_grabcut_finds_an_object_with_a_clear_colour():
     assert iou(grabcut_mask(image, stroke), mask) > 0.8
     everything = np.ones(SHAPE, np.uint8)  # no background seed: falls back to the filled gesture
     np.testing.assert_array_equal(grabcut_mask(image, everything), everything)
+
+
+def test_grabcut_does_not_depend_on_the_opencv_calls_before_it():
+    # A smooth random colour field: several colour clusters, so the k-means start matters.
+    rng = np.random.default_rng(0)
+    coarse = rng.integers(0, 256, (6, 8, 3)).astype(np.uint8)
+    image = cv2.resize(coarse, SHAPE[::-1], interpolation=cv2.INTER_LINEAR)
+    image = np.clip(image + rng.normal(0, 12, image.shape), 0, 255).astype(np.uint8)
+    area = np.zeros(SHAPE, np.uint8)
+    area[30:90, 40:120] = 1
+    first = grabcut_mask(image, area)
+    cv2.randu(np.zeros((100, 100)), 0, 1)  # moves OpenCV's global RNG
+    np.testing.assert_array_equal(grabcut_mask(image, area), first)
+    assert (grabcut_mask(image, area, rng_seed=1) != first).any()  # the seed is what decides
 
 
 def test_peer_predictors_on_samples():
