@@ -19,8 +19,11 @@ fine-tune budget (the two starting points were trained 9000 and 2500 steps).
 steps with the same schedule, iterative sampling, leaky priors (the leak's REMOVE gesture told
 as remove) and inference settings (`checkpoints/lite_context_long_offline.digjax`, about 64
 min; the comparison with the default is in docs/model_quality.md).
-Variants: paper, offline, offline_real, offline_long, demo (default), tiny (raw gesture maps
-instead of skeleton clicks).
+
+`offline_long3x` is the context side of the shipped default (`lite_iterative.py:offline_long3x`):
+`offline_long` for the same 12,000 steps.
+Variants: paper, offline, offline_real, offline_long, offline_long3x, demo (default), tiny (raw
+gesture maps instead of skeleton clicks).
 """
 
 from __future__ import annotations
@@ -38,11 +41,16 @@ from dig_jax.train.config import (
 
 def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
     arg = arg or "demo"
-    config = with_lite_backbone(base_config(arg.removesuffix("_real").removesuffix("_long")))
+    base = "offline" if arg in ("offline_real", "offline_long", "offline_long3x") else arg
+    config = with_lite_backbone(base_config(base))
     config.model.input_kind = "context"
     config.model.context_encoding = "gesture" if config.variant == "tiny" else "clicks"
     if arg == "offline_real":  # the default's fine-tune, on the context network
         with_real_fine_tune(config, str(CHECKPOINT_DIR / "lite_context_baseline_offline.digjax"))
-    if arg == "offline_long":  # the default's second fine-tune, on the context network
-        with_long_fine_tune(config, str(CHECKPOINT_DIR / "lite_context_real_offline.digjax"))
+    if arg in ("offline_long", "offline_long3x"):  # the default's second fine-tune, on it
+        with_long_fine_tune(
+            config,
+            str(CHECKPOINT_DIR / "lite_context_real_offline.digjax"),
+            steps=12_000 if arg == "offline_long3x" else 4000,
+        )
     return config

@@ -148,9 +148,10 @@ def test_lite_iterative_variants_validate():
     assert wide.to_dict() | {"data": None} == clicks_only.to_dict() | {"data": None}
 
 
-def test_context_long_is_the_defaults_second_fine_tune_on_the_context_network():
-    long = load_config(str(ROOT / "experiments" / "lite_iterative.py") + ":offline_long")
-    context = load_config(str(ROOT / "experiments" / "lite_context_baseline.py") + ":offline_long")
+@pytest.mark.parametrize("variant", ["offline_long", "offline_long3x"])
+def test_context_long_is_the_defaults_second_fine_tune_on_the_context_network(variant):
+    long = load_config(str(ROOT / "experiments" / "lite_iterative.py") + f":{variant}")
+    context = load_config(str(ROOT / "experiments" / "lite_context_baseline.py") + f":{variant}")
     validate_config(context)
     assert context.model.input_kind == "context"
     assert context.init_from.endswith("lite_context_real_offline.digjax")
