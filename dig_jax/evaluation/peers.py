@@ -6,6 +6,7 @@
   that encloses an area marks its inside (outline included) as probable foreground and the
   outside as background; an open stroke marks its pixels as foreground and the rest as probable
   background. Seeds GrabCut cannot start from (one class missing) fall back to `filled`.
+  OpenCV's RNG is seeded before each call, so a mask does not depend on the calls before it.
 Both are context-free in creation. In refinement they are given the sample's true add/remove
 context (an oracle, as the context baselines' `oracle` strategy): the previous mask seeds the
 rest (probable foreground inside, probable background outside), the gesture's area is added or
