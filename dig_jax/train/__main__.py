@@ -151,6 +151,13 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         _exit_now(1)
+    if result.stopped_by is not None and result.step < config.total_steps:
+        print(
+            f"stopped by {result.stopped_by} after step {result.step} of {config.total_steps} "
+            f"(checkpoint saved): run the same command to resume from {workdir}",
+            file=sys.stderr,
+        )
+        return 130 if result.stopped_by == "SIGINT" else 143  # 128 + the signal's number
     print(f"done: step {result.step}, workdir {workdir}")
     return 0
 

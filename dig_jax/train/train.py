@@ -6,7 +6,8 @@ periodic RICE evaluation per gesture kind -> orbax checkpoints (auto-resume, dat
 included) -> JSONL metrics + tqdm progress -> exported segmenter file.
 A NaN guard (an all-finite flag from every step) stops training before a non-finite state is
 saved or exported; a resume whose config builds another model stops before touching anything
-(`dig_jax.train.checkpointing`).
+(`dig_jax.train.checkpointing`); SIGTERM or Ctrl-C ends the step in progress, saves a checkpoint
+at it and returns (`dig_jax.train.stop_signal`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from dig_jax.train.iterative import IterativeConfig, iterate_batch
 from dig_jax.train.robust import Attacker, RobustConfig, click_map_function, robust_batch
 from dig_jax.train.state import TrainState, make_optimizer, make_schedule, with_pretrained
 from dig_jax.train.step import init_state, train_step
+from dig_jax.train.stop_signal import StopOnSignal
 
 
 @dataclasses.dataclass
@@ -52,6 +54,7 @@ class TrainResult:
     state: TrainState
     step: int
     eval_metrics: dict[str, float]
+    stopped_by: str | None = None  # "SIGTERM" / "SIGINT" / "preemption": checkpointed, unfinished
 
 
 def make_mesh(num_devices: int = 0) -> Mesh:
@@ -164,7 +167,8 @@ def _shut_down(bar: Any, train_iter: Any, manager: Any, *, quiet: bool) -> None:
 
 def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -> TrainResult:
     """Train (or resume) per `config` in `workdir`; `stop_after_steps` ends this call early
-    (with a checkpoint), as a preemption would. Returns the final state and last eval metrics."""
+    (with a checkpoint), as a preemption would, and so does SIGTERM / SIGINT (the step in
+    progress finishes first). Returns the final state and last eval metrics."""
     distributed.initialize()  # several processes: from the environment (docs/scale.md)
     validate_config(config, num_devices=config.get("num_devices", 0) or jax.device_count())
     mesh = make_mesh(config.get("num_devices", 0))
@@ -313,94 +317,106 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
     robust_counts: dict[str, int] = {}  # robust redraws since the last log row
     robust_seconds = 0.0  # and the time they took
     queue_ahead = jax.default_backend() != "cpu"
-    try:
-        for step in range(start_step + 1, end_step + 1):
-            # Copy out of grain's shared-memory buffers so they are released right away.
-            batch = {k: np.array(v) for k, v in next(train_iter).items()}
-            if iterative.prob > 0:  # seeded by step: a resumed run draws the same rounds
-                rng = np.random.default_rng([config.seed, step, jax.process_index()])
-                batch, passes = iterate_batch(batch, own_masks, rng, iterative, encode)
-                passes_sum += passes
-            if robust.enabled:  # after the iterative rounds: the step's last interactions
-                started = time.perf_counter()
-                rng = np.random.default_rng([config.seed, step, jax.process_index(), 40])
-                batch, counts = robust_batch(
-                    batch, rng, robust, attacker, state.variables, click_map
-                )
-                if encode is not None:
-                    batch = encode(batch)
-                robust_seconds += time.perf_counter() - started
-                for key, value in counts.items():
-                    robust_counts[key] = robust_counts.get(key, 0) + value
-            batch = to_global(batch, mesh)
-            if step == start_step + 1:
-                # Compile before the first call (jit reuses the executable) and hand the
-                # compiler's freed heap back first: the peak RSS is then the larger of compile
-                # and step, not their sum (the same compile-then-trim in vs_torch's runner,
-                # HRNet-18s at batch 8 x 256²: 2850 -> 1967 MiB; this loop's not measured).
-                with freed_pages_returned():
-                    step_fn.lower(state, batch).compile()
-                release_freed_memory()
-            state, metrics = step_fn(state, batch)
-            finite = metrics.pop("finite")
-            if previous is not None:
-                check_finite(previous[1], previous[0], manager)
-            previous = (step, finite)
-            bar.update(1)
-            if step == start_step + 1:  # the ETA counts from here, not from the compile
-                bar.reset(total=config.total_steps)
-                bar.initial = bar.n = step
-                bar.refresh()
-            logging_now = step % config.log_every == 0 or step == end_step
-            evaluating = bool(config.eval.every_steps) and step % config.eval.every_steps == 0
-            evaluators_due = bool(loop_evals.due(step, final=False))
-            if (
-                not queue_ahead or logging_now or evaluating or evaluators_due
-                or step == end_step or manager.should_save(step)
-            ):  # fmt: skip
-                check_finite(finite, step, manager, metrics)
-                previous = None
-            if logging_now:
-                metrics = jax.device_get(metrics)
-                elapsed = time.perf_counter() - timer
-                rate = (step - timer_step) / max(elapsed, 1e-9)
-                window = max(step - timer_step, 1)
-                bar.set_postfix(loss=f"{metrics['loss']:.4f}")
-                writer.write(
-                    step,
-                    {
-                        **metrics,
-                        "lr": schedule(step - 1),
-                        "steps_per_s": rate,
-                        "images_per_s": rate * config.batch_size,
-                        **(
-                            {"iterative_passes": passes_sum / max(step - timer_step, 1)}
-                            if iterative.prob > 0
-                            else {}
-                        ),
-                        **(
-                            {
-                                **{f"robust/{k}": v / window for k, v in robust_counts.items()},
-                                # the share of the wall time spent drawing robust prompts
-                                "robust/time_share": robust_seconds / max(elapsed, 1e-9),
-                            }
-                            if robust.enabled
-                            else {}
-                        ),
-                    },
-                )
-                passes_sum, robust_counts, robust_seconds = 0, {}, 0.0
-                timer, timer_step = time.perf_counter(), step
-                release_freed_memory()  # after the step's compile and between evaluations
-            checkpointing.save(manager, step, state, train_iter, force=step == end_step)
-            if evaluating:
-                eval_metrics = run_eval(step)
-            if evaluators_due:
-                loop_evals.run(step, state.variables)
-    except BaseException:
-        _shut_down(bar, train_iter, manager, quiet=True)
-        raise
-    _shut_down(bar, train_iter, manager, quiet=False)
+    stopped_by = None
+    with StopOnSignal(install=jax.process_count() == 1) as stop:
+        try:
+            for step in range(start_step + 1, end_step + 1):
+                # Copy out of grain's shared-memory buffers so they are released right away.
+                batch = {k: np.array(v) for k, v in next(train_iter).items()}
+                if iterative.prob > 0:  # seeded by step: a resumed run draws the same rounds
+                    rng = np.random.default_rng([config.seed, step, jax.process_index()])
+                    batch, passes = iterate_batch(batch, own_masks, rng, iterative, encode)
+                    passes_sum += passes
+                if robust.enabled:  # after the iterative rounds: the step's last interactions
+                    started = time.perf_counter()
+                    rng = np.random.default_rng([config.seed, step, jax.process_index(), 40])
+                    batch, counts = robust_batch(
+                        batch, rng, robust, attacker, state.variables, click_map
+                    )
+                    if encode is not None:
+                        batch = encode(batch)
+                    robust_seconds += time.perf_counter() - started
+                    for key, value in counts.items():
+                        robust_counts[key] = robust_counts.get(key, 0) + value
+                batch = to_global(batch, mesh)
+                if step == start_step + 1:
+                    # Compile before the first call (jit reuses the executable) and hand the
+                    # compiler's freed heap back first: the peak RSS is then the larger of compile
+                    # and step, not their sum (the same compile-then-trim in vs_torch's runner,
+                    # HRNet-18s at batch 8 x 256²: 2850 -> 1967 MiB; this loop's not measured).
+                    with freed_pages_returned():
+                        step_fn.lower(state, batch).compile()
+                    release_freed_memory()
+                state, metrics = step_fn(state, batch)
+                finite = metrics.pop("finite")
+                if previous is not None:
+                    check_finite(previous[1], previous[0], manager)
+                previous = (step, finite)
+                bar.update(1)
+                if step == start_step + 1:  # the ETA counts from here, not from the compile
+                    bar.reset(total=config.total_steps)
+                    bar.initial = bar.n = step
+                    bar.refresh()
+                logging_now = step % config.log_every == 0 or step == end_step
+                evaluating = bool(config.eval.every_steps) and step % config.eval.every_steps == 0
+                evaluators_due = bool(loop_evals.due(step, final=False))
+                if (
+                    not queue_ahead or logging_now or evaluating or evaluators_due
+                    or step == end_step or manager.should_save(step)
+                ):  # fmt: skip
+                    check_finite(finite, step, manager, metrics)
+                    previous = None
+                if logging_now:
+                    metrics = jax.device_get(metrics)
+                    elapsed = time.perf_counter() - timer
+                    rate = (step - timer_step) / max(elapsed, 1e-9)
+                    window = max(step - timer_step, 1)
+                    bar.set_postfix(loss=f"{metrics['loss']:.4f}")
+                    writer.write(
+                        step,
+                        {
+                            **metrics,
+                            "lr": schedule(step - 1),
+                            "steps_per_s": rate,
+                            "images_per_s": rate * config.batch_size,
+                            **(
+                                {"iterative_passes": passes_sum / max(step - timer_step, 1)}
+                                if iterative.prob > 0
+                                else {}
+                            ),
+                            **(
+                                {
+                                    **{f"robust/{k}": v / window for k, v in robust_counts.items()},
+                                    # the share of the wall time spent drawing robust prompts
+                                    "robust/time_share": robust_seconds / max(elapsed, 1e-9),
+                                }
+                                if robust.enabled
+                                else {}
+                            ),
+                        },
+                    )
+                    passes_sum, robust_counts, robust_seconds = 0, {}, 0.0
+                    timer, timer_step = time.perf_counter(), step
+                    release_freed_memory()  # after the step's compile and between evaluations
+                # Several processes stop together at the preemption service's sync step.
+                preempted = jax.process_count() > 1 and manager.reached_preemption(step)
+                stopped_by = stop.signal_name or ("preemption" if preempted else None)
+                if stopped_by is not None and previous is not None:
+                    check_finite(previous[1], previous[0], manager, metrics)
+                    previous = None
+                force = step == end_step or stopped_by is not None
+                checkpointing.save(manager, step, state, train_iter, force=force)
+                if stopped_by is not None:
+                    bar.write(f"{stopped_by}: stopped after step {step}, checkpoint saved")
+                    break
+                if evaluating:
+                    eval_metrics = run_eval(step)
+                if evaluators_due:
+                    loop_evals.run(step, state.variables)
+        except BaseException:
+            _shut_down(bar, train_iter, manager, quiet=True)
+            raise
+        _shut_down(bar, train_iter, manager, quiet=False)
 
     finished = step == config.total_steps
     if finished and evaluated_at != step:
@@ -413,8 +429,8 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
 
             path = save_segmenter(workdir / "segmenter.digjax", state.variables, config)
             print(f"exported {path}")
-    if finished:  # after the export: the evaluators read photos and may take minutes
+    if finished and stopped_by is None:  # after the export: they read photos, take minutes
         for name, value in loop_evals.run(step, state.variables, final=True).items():
             if "/all/" in name or "/NoC@" in name:
                 print(f"{name}: {value:.3f}")
-    return TrainResult(state=state, step=step, eval_metrics=eval_metrics)
+    return TrainResult(state=state, step=step, eval_metrics=eval_metrics, stopped_by=stopped_by)

@@ -1,10 +1,13 @@
-"""The training loop: device-count invariance, kill-and-resume, corrupted checkpoints, configs."""
+"""The training loop: device-count invariance, kill-and-resume, stop signals, corrupted
+checkpoints, configs."""
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
+import signal
 from pathlib import Path
 
 import jax
@@ -156,6 +159,37 @@ def test_kill_and_resume_gives_identical_parameters(straight_run, tmp_path):
     assert train_steps_logged(tmp_path) == [1, 2, 3, 4]
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert all(r["loss"] != 123.0 for r in rows if "loss" in r)
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_stop_signal_checkpoints_the_step_and_the_run_resumes(
+    straight_run, tmp_path, monkeypatch, capsys, signum, code
+):
+    _, straight = straight_run
+    real_save = checkpointing.save
+
+    def save_then_signal(manager, step, *args, **kwargs):  # the signal arrives after step 1
+        saved = real_save(manager, step, *args, **kwargs)
+        if step == 1:
+            os.kill(os.getpid(), signum)
+        return saved
+
+    monkeypatch.setattr(checkpointing, "save", save_then_signal)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    config = str(ROOT / "experiments" / "hrnet_base.py") + ":tiny"
+    flags = ["--config", config, "--workdir", str(tmp_path), "--config.total_steps=4"]
+    flags += ["--config.checkpoint.save_every=100"]  # step 2 is saved for the stop alone
+    assert main([*flags, *TINY_MODEL_FLAGS]) == code  # step 2 runs, then the loop stops
+    error = capsys.readouterr().err
+    assert f"stopped by {signal.Signals(signum).name} after step 2 of 4" in error
+    assert max(int(p.name) for p in (tmp_path / "checkpoints").iterdir()) == 2
+    assert not (tmp_path / "segmenter.digjax").exists()
+    assert {s: signal.getsignal(s) for s in handlers} == handlers  # handlers given back
+    monkeypatch.undo()
+    assert main([*flags, *TINY_MODEL_FLAGS]) == 0
+    for a, b in zip(straight, exported_params(tmp_path), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert train_steps_logged(tmp_path) == [1, 2, 3, 4]
 
 
 def test_corrupted_final_checkpoint_is_replaced_and_run_finishes(straight_run, tmp_path):
