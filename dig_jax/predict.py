@@ -8,7 +8,9 @@ The gesture is either a mask file (any nonzero pixel is marked; e.g. a stroke pa
 image editor) or points in photo pixels (x,y pairs; one point is a click, several an open
 stroke, with `--closed` a lasso), drawn with the radius-5 brush of `dig_jax.gestures`. The
 model is never told which gesture it is or whether to add or remove. Writes the mask (0 / 255
-PNG) and, with `--overlay`, the photo with the mask in blue and the gesture in red.
+PNG) and, with `--overlay`, the photo with the mask in blue and the gesture in red. A photo
+with an EXIF orientation (a phone's) is turned upright first, as viewers show it: points,
+gesture and previous mask are in that upright photo's pixels, and so is the mask written.
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ def run(args: argparse.Namespace) -> list[Path]:
     import cv2
 
     import dig_jax
-    from dig_jax.data.sources.record import read_image
+    from dig_jax.data.sources.record import read_photo
     from dig_jax.paths import shipped_checkpoint
 
     out = args.out or Path("results/predict") / f"{args.image.stem}_mask.png"
@@ -100,7 +102,7 @@ def run(args: argparse.Namespace) -> list[Path]:
         if path is not None and path.exists() and (path.is_dir() or not args.force):
             what = "a folder" if path.is_dir() else "a file (--force replaces it)"
             raise ValueError(f"{path} exists and is {what}")
-    image = read_image(args.image)
+    image = read_photo(args.image)
     shape = image.shape[:2]
     if args.gesture is not None:
         gesture = read_mask_file(args.gesture, shape, "gesture")

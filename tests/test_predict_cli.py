@@ -75,6 +75,25 @@ def test_predict_writes_a_mask_of_the_photo_size(photo, tmp_path, tiny_checkpoin
     assert cli.main([*again, "--out", str(out), "--force"]) == 0
 
 
+def test_predict_turns_a_phone_photo_upright_as_viewers_show_it(tmp_path, tiny_checkpoint, capsys):
+    from PIL import Image
+
+    stored = np.zeros((40, 80, 3), np.uint8)  # stored sideways: 80 wide, 40 high
+    stored[:, :40] = 255
+    image = Image.fromarray(stored)
+    exif = image.getexif()
+    exif[0x0112] = 6  # EXIF orientation: rotate 90° clockwise to view
+    path = tmp_path / "phone.jpg"
+    image.save(path, exif=exif.tobytes(), quality=95)
+    out = tmp_path / "mask.png"
+    argv = ["predict", "--checkpoint", str(tiny_checkpoint), "--image", str(path)]
+    assert cli.main([*argv, "--points", "20,70", "--out", str(out)]) == 0  # (x, y) upright
+    assert cv2.imread(str(out), cv2.IMREAD_UNCHANGED).shape == (80, 40)  # 40 wide, 80 high
+    # a point inside the stored frame but outside the upright one
+    assert cli.main([*argv, "--points", "70,20", "--out", str(tmp_path / "m2.png")]) == 2
+    assert "does not touch" in capsys.readouterr().err
+
+
 def test_predict_bad_inputs_are_one_line_errors(photo, tmp_path, tiny_checkpoint, capsys):
     argv = ["predict", "--checkpoint", str(tiny_checkpoint), "--out", str(tmp_path / "m.png")]
     small = tmp_path / "small.png"

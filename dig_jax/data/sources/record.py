@@ -43,9 +43,9 @@ def jpeg_is_truncated(data: bytes) -> bool:
     return True  # the header itself is cut short
 
 
-def _imread(path: Path, what: str) -> np.ndarray:
-    """cv2 decoding (IMREAD_UNCHANGED) with every failure, a truncated JPEG included, turned
-    into a ValueError naming the file."""
+def _imread(path: Path, what: str, flags: int = cv2.IMREAD_UNCHANGED) -> np.ndarray:
+    """cv2 decoding (`flags`; IMREAD_UNCHANGED: the pixels as stored) with every failure, a
+    truncated JPEG included, turned into a ValueError naming the file."""
     if not path.is_file():
         raise ValueError(f"{what} file not found: {path}")
     try:
@@ -55,7 +55,7 @@ def _imread(path: Path, what: str) -> np.ndarray:
     if jpeg_is_truncated(raw):
         raise ValueError(f"truncated {what} file (JPEG cut short): {path}")
     try:
-        data = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_UNCHANGED)
+        data = cv2.imdecode(np.frombuffer(raw, np.uint8), flags)
     except cv2.error as err:
         raise ValueError(f"cannot decode {what} file: {path} ({str(err).strip()[:80]})") from None
     if data is None:
@@ -79,6 +79,14 @@ def read_json(path: Path, field: str) -> Any:
 def read_image(path: str | Path) -> np.ndarray:
     """Read an image file as RGB uint8[H, W, 3]; ValueError if missing or unreadable."""
     return to_rgb(_imread(Path(path), "image"), name=str(path), bgr=True)
+
+
+def read_photo(path: str | Path) -> np.ndarray:
+    """A user's photo as RGB uint8[H, W, 3], turned upright as its EXIF orientation says (as
+    image viewers show it, and as gestures and masks are drawn on it: a phone's portrait photo is
+    stored sideways); ValueError if missing or unreadable. Data sets use `read_image`: their
+    masks were drawn on the pixels as stored."""
+    return to_rgb(_imread(Path(path), "image", cv2.IMREAD_COLOR), name=str(path), bgr=True)
 
 
 def read_gray(path: str | Path) -> np.ndarray:
