@@ -108,6 +108,8 @@ class PipelineConfig:
       raises NoValidSampleError (0 = skip forever).
     leak_prob: probability that a synthetic prior also holds another region of the photo, which
       the sample's REMOVE gesture corrects (`dig_jax.data.samples.leak_prior`; records only).
+    leak_kinds: gesture kinds (codes 0..4) whose samples may get a leaky prior (e.g. (0,): only
+      corrections made with a click, so that no lasso learns "remove" from a leak).
     coarse_prob: probability that a prior is a badly wrong one (a small piece of the region,
       or the region with a blob of background) whose largest error the sample corrects
       (`dig_jax.data.priors.coarse_prior`; records only).
@@ -137,6 +139,7 @@ class PipelineConfig:
     focus_prob: float = 0.0
     paper_mode: bool = False
     leak_prob: float = 0.0
+    leak_kinds: tuple[int, ...] = tuple(int(k) for k in ALL_KINDS)
     coarse_prob: float = 0.0
     coarse_kinds: tuple[int, ...] = tuple(int(k) for k in ALL_KINDS)
     coarse_over: tuple[float, float] = COARSE_OVER
@@ -159,8 +162,9 @@ class PipelineConfig:
             raise ValueError(f"max_side: must be >= 16 px or None, got {self.max_side}")
         if not self.kinds or any(int(k) not in range(5) for k in self.kinds):
             raise ValueError(f"kinds: must be a non-empty subset of 0..4, got {self.kinds}")
-        if any(int(k) not in range(5) for k in self.coarse_kinds):
-            raise ValueError(f"coarse_kinds: must be a subset of 0..4, got {self.coarse_kinds}")
+        for name in ("leak_kinds", "coarse_kinds"):
+            if any(int(k) not in range(5) for k in getattr(self, name)):
+                raise ValueError(f"{name}: must be a subset of 0..4, got {getattr(self, name)}")
         low, high = (float(v) for v in self.coarse_over)
         if not (0.0 <= low <= high and np.isfinite(high)):
             raise ValueError(f"coarse_over: expected finite 0 <= low <= high, got {(low, high)}")
@@ -311,6 +315,7 @@ class SampleTransform:
     focus_prob: float = 0.0
     paper_mode: bool = False
     leak_prob: float = 0.0
+    leak_kinds: tuple[int, ...] = tuple(int(k) for k in ALL_KINDS)
     coarse_prob: float = 0.0
     coarse_kinds: tuple[int, ...] = tuple(int(k) for k in ALL_KINDS)
     coarse_over: tuple[float, float] = COARSE_OVER
@@ -341,7 +346,8 @@ class SampleTransform:
                     loaded, rng, prior_prob=self.prior_prob,
                     multi_region_prob=self.multi_region_prob, kinds=self.kinds,
                     with_distance=False,  # zoom_sample computes it on the crop
-                    leak_prob=self.leak_prob, coarse_prob=self.coarse_prob,
+                    leak_prob=self.leak_prob, leak_kinds=self.leak_kinds,
+                    coarse_prob=self.coarse_prob,
                     coarse_kinds=self.coarse_kinds, coarse_over=self.coarse_over,
                 )  # fmt: skip
                 if sample is None:
@@ -401,9 +407,20 @@ def _as_config(config: Any, overrides: Mapping[str, Any]) -> PipelineConfig:
         raise ValueError(f"config: unknown pipeline keys {sorted(unknown)}")
     if "sources" in values and isinstance(values["sources"], str):
         values["sources"] = (values["sources"],)
-    for key in ("sources", "kinds", "coarse_kinds", "coarse_over", "shard", "image_size"):
+    tuples = (
+        "sources",
+        "kinds",
+        "leak_kinds",
+        "coarse_kinds",
+        "coarse_over",
+        "shard",
+        "image_size",
+    )
+    for key in tuples:
         if isinstance(values.get(key), list):
             values[key] = tuple(values[key])
+    if isinstance(values.get("image_size"), list):
+        values["image_size"] = tuple(values["image_size"])
     return PipelineConfig(**values)
 
 
@@ -464,8 +481,9 @@ def make_dataset(
         cfg.size, cfg.prior_prob, cfg.multi_region_prob if train else 0.0, cfg.kinds,
         cfg.max_side, augment=train, max_failures=cfg.max_failures,
         focus_prob=cfg.focus_prob if train else 0.0, paper_mode=cfg.paper_mode,
-        leak_prob=cfg.leak_prob if train else 0.0, coarse_prob=cfg.coarse_prob if train else 0.0,
-        coarse_kinds=cfg.coarse_kinds, coarse_over=tuple(float(v) for v in cfg.coarse_over),
+        leak_prob=cfg.leak_prob if train else 0.0, leak_kinds=tuple(cfg.leak_kinds),
+        coarse_prob=cfg.coarse_prob if train else 0.0, coarse_kinds=cfg.coarse_kinds,
+        coarse_over=tuple(float(v) for v in cfg.coarse_over),
     )  # fmt: skip
     ds = ds.random_map(transform, seed=int(map_seed))
     read = grain.ReadOptions(num_threads=cfg.read_threads, prefetch_buffer_size=2 * cfg.batch_size)

@@ -207,6 +207,7 @@ def random_sample(
     kinds: tuple[int, ...] = ALL_KINDS,
     with_distance: bool = True,
     leak_prob: float = 0.0,
+    leak_kinds: tuple[int, ...] = ALL_KINDS,
     coarse_prob: float = 0.0,
     coarse_kinds: tuple[int, ...] = ALL_KINDS,
     coarse_over: tuple[float, float] = COARSE_OVER,
@@ -221,7 +222,8 @@ def random_sample(
     joins the previous mask and the GT. With probability `leak_prob` a synthetic prior also
     takes in another disjoint region of the photo (a wrong object or background selected, as a
     bad first click leaves it; `leak_prior`) and the sample corrects that leak with a REMOVE
-    gesture. With probability `coarse_prob` the prior is a badly wrong one instead
+    gesture; only samples whose gesture kind is in `leak_kinds` get one (the draw is made only
+    for them). With probability `coarse_prob` the prior is a badly wrong one instead
     (`coarse_prior`: a small piece of the region, or the region with a blob of background),
     and the sample corrects its largest error, as a user's second click after a wrong first
     mask does; only samples whose gesture kind is in `coarse_kinds` get one (the draw is made
@@ -250,7 +252,7 @@ def random_sample(
         leak = None
         if (
             prev is not None and not coarse and leak_prob > 0 and entry.disjoint
-            and rng.random() < leak_prob
+            and kind in leak_kinds and rng.random() < leak_prob
         ):  # fmt: skip
             leak = entry.disjoint[int(rng.integers(len(entry.disjoint)))].mask > 0
             prev = leak_prior(prev, leak)

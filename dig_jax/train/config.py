@@ -149,6 +149,7 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     # there): the training pipeline reads them directly.
     c.data.multi_region_prob = 0.0  # multi-region augmentation probability (dataAug: 0.2)
     c.data.leak_prob = 0.0  # a synthetic prior also holds another region, REMOVEd (leak_prior)
+    c.data.leak_kinds = (0, 1, 2, 3, 4)  # gesture kinds whose samples may get a leaky prior
     c.data.coarse_prob = 0.0  # a badly wrong prior whose largest error is corrected (coarse_prior)
     c.data.coarse_kinds = (0, 1, 2, 3, 4)  # gesture kinds whose samples may get a coarse prior
     c.data.coarse_over = (0.3, 1.5)  # background an over-segmenting coarse prior takes in (x GT)

@@ -101,9 +101,12 @@ def test_config_validation():
         PipelineConfig(kinds=(7,))
     with pytest.raises(ValueError, match="coarse_kinds: must be a subset"):
         PipelineConfig(coarse_kinds=(0, 5))
+    with pytest.raises(ValueError, match="leak_kinds: must be a subset"):
+        PipelineConfig(leak_kinds=(-1,))
     with pytest.raises(ValueError, match="coarse_over: expected finite 0 <= low <= high"):
         PipelineConfig(coarse_over=(1.0, 0.5))
     assert make_dataset(BASE, coarse_kinds=[0]) is not None  # lists from JSON configs are fine
+    assert make_dataset(BASE, leak_kinds=[0]) is not None
     assert make_dataset(BASE, coarse_over=[0.3, 4.0]) is not None
     assert PipelineConfig(image_size=(48, 48)).size == (48, 48)
     with pytest.raises(ValueError, match="image_size: zoom crops are square"):

@@ -191,6 +191,26 @@ def test_coarse_priors_correct_their_largest_error(scenes):
     assert all(np.array_equal(plain[key], again[key]) for key in ("prev_mask", "target"))
 
 
+def test_leak_kinds_limit_leaky_priors_to_those_gestures(scenes):
+    leaked = others = 0
+    for k, loaded in enumerate(scenes * 3):
+        rng_seed = 200 + k
+        s = random_sample(
+            loaded, np.random.default_rng(rng_seed), prior_prob=1.0, leak_prob=1.0, leak_kinds=(0,)
+        )
+        if s is None or not s["has_prev"]:
+            continue
+        plain = random_sample(loaded, np.random.default_rng(rng_seed), prior_prob=1.0)
+        same = all(np.array_equal(s[key], plain[key]) for key in ("prev_mask", "target"))
+        if int(s["gesture_kind"]) != 0:  # no leak draw: the sample leak_prob 0 gives
+            assert same
+            others += 1
+        elif not same:  # a click on a leaky prior: it removes
+            assert int(s["context"]) == 0
+            leaked += 1
+    assert leaked >= 1 and others >= 3
+
+
 def test_coarse_kinds_limit_coarse_priors_to_those_gestures(scenes):
     clicks = others = 0
     for k, loaded in enumerate(scenes * 3):

@@ -140,6 +140,13 @@ def test_lite_iterative_variants_validate():
     longer_coarse = load_config(f"{path}:offline_long3x_coarse_clicks")  # ... + coarse clicks
     assert longer_coarse.data.to_dict() == clicks_only.data.to_dict()
     assert longer_coarse.to_dict() | {"data": None} == longer.to_dict() | {"data": None}
+    leak_clicks = load_config(f"{path}:offline_long_leak_clicks")  # leaks for clicks only
+    assert tuple(leak_clicks.data.leak_kinds) == (0,) and tuple(long.data.leak_kinds) == (
+        0, 1, 2, 3, 4,
+    )  # fmt: skip
+    assert leak_clicks.to_dict() | {"data": None} == long.to_dict() | {"data": None}
+    rest = {k: v for k, v in leak_clicks.data.items() if k != "leak_kinds"}
+    assert rest == {k: v for k, v in long.data.items() if k != "leak_kinds"}
     wide = load_config(f"{path}:offline_coarse_wide")  # ... with larger over-segmentations
     assert tuple(wide.data.coarse_over) == (0.3, 4.0)
     assert tuple(coarse.data.coarse_over) == (0.3, 1.5)
