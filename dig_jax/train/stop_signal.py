@@ -40,7 +40,8 @@ class StopOnSignal:
 
     def _restore(self) -> None:
         for signum, handler in self._previous.items():
-            signal.signal(signum, handler)  # type: ignore[arg-type]
+            if handler is not None:  # None: installed outside Python, cannot be put back
+                signal.signal(signum, handler)  # type: ignore[arg-type]
         self._previous = {}
 
     def __exit__(
