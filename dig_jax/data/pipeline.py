@@ -407,20 +407,10 @@ def _as_config(config: Any, overrides: Mapping[str, Any]) -> PipelineConfig:
         raise ValueError(f"config: unknown pipeline keys {sorted(unknown)}")
     if "sources" in values and isinstance(values["sources"], str):
         values["sources"] = (values["sources"],)
-    tuples = (
-        "sources",
-        "kinds",
-        "leak_kinds",
-        "coarse_kinds",
-        "coarse_over",
-        "shard",
-        "image_size",
-    )
-    for key in tuples:
+    listed = ("sources", "kinds", "leak_kinds", "coarse_kinds", "coarse_over", "shard")
+    for key in (*listed, "image_size"):
         if isinstance(values.get(key), list):
             values[key] = tuple(values[key])
-    if isinstance(values.get("image_size"), list):
-        values["image_size"] = tuple(values["image_size"])
     return PipelineConfig(**values)
 
 
@@ -481,7 +471,7 @@ def make_dataset(
         cfg.size, cfg.prior_prob, cfg.multi_region_prob if train else 0.0, cfg.kinds,
         cfg.max_side, augment=train, max_failures=cfg.max_failures,
         focus_prob=cfg.focus_prob if train else 0.0, paper_mode=cfg.paper_mode,
-        leak_prob=cfg.leak_prob if train else 0.0, leak_kinds=tuple(cfg.leak_kinds),
+        leak_prob=cfg.leak_prob if train else 0.0, leak_kinds=cfg.leak_kinds,
         coarse_prob=cfg.coarse_prob if train else 0.0, coarse_kinds=cfg.coarse_kinds,
         coarse_over=tuple(float(v) for v in cfg.coarse_over),
     )  # fmt: skip
