@@ -29,7 +29,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import os
 import threading
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -483,5 +485,25 @@ def make_dataset(
 
         if not flags.FLAGS.is_parsed():  # grain's worker start-up reads absl flags
             flags.FLAGS.mark_as_parsed()
-        it_ds = it_ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=cfg.worker_count))
+        it_ds = it_ds.mp_prefetch(
+            grain.MultiprocessingOptions(num_workers=cfg.worker_count),
+            worker_init_fn=exit_with_parent,
+        )
     return it_ds
+
+
+def exit_with_parent(worker_index: int, worker_count: int, poll_s: float = 1.0) -> None:
+    """grain `worker_init_fn`: end this worker process within `poll_s` seconds of its parent's
+    death. A parent stopped by SIGTERM closes its workers itself; one killed by SIGKILL (or the
+    OOM killer) cannot, and its worker would go on computing batches for nobody. Polls the
+    parent pid from a daemon thread rather than using prctl(PR_SET_PDEATHSIG), which fires on
+    the death of the *thread* that started the worker, not of the process."""
+    del worker_index, worker_count
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os._exit(1)  # the parent is gone: nothing will read what this worker makes
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()

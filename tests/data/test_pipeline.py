@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import cv2
 import numpy as np
 import pytest
@@ -144,6 +150,42 @@ def test_one_worker_process_gives_the_same_batches():
         it.close()
     expected = _take(make_dataset(BASE, "train"), 2)
     assert all(_same(x, y) for x, y in zip(got, expected, strict=True))
+
+
+_KILLED_PARENT = """
+import multiprocessing, os, signal, sys
+from dig_jax.data.pipeline import make_dataset
+cfg = dict(sources=["procedural:12:5"], image_size=64, batch_size=3, worker_count=1,
+           read_threads=0, shard=(0, 1))
+it = iter(make_dataset(cfg, "train"))
+next(it)
+print(*[p.pid for p in multiprocessing.active_children()], flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")  # a zombie has exited; only its parent's reap is left
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_a_worker_ends_when_its_parent_is_killed(tmp_path):
+    """SIGKILL gives the parent no chance to close its grain worker: the worker ends itself."""
+    out, err = tmp_path / "out", tmp_path / "err"
+    with out.open("w") as stdout, err.open("w") as stderr:  # files: a live worker holds no pipe
+        code = subprocess.run([sys.executable, "-c", _KILLED_PARENT], stdout=stdout,
+                              stderr=stderr, timeout=240).returncode  # fmt: skip
+    assert code == -signal.SIGKILL, err.read_text()[-2000:]
+    workers = [int(p) for p in out.read_text().split()]
+    assert workers, "the script saw no worker process"
+    deadline = time.monotonic() + 30
+    while any(map(_alive, workers)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(map(_alive, workers)), f"worker(s) {workers} outlived their killed parent"
 
 
 def test_bad_dig_json_rows_are_skipped_and_counted(tmp_path):
