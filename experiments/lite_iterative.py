@@ -71,7 +71,10 @@ predates the click pass.
 
 `offline_long3x_coarse_clicks` is `offline_long3x` with `offline_coarse_clicks`'s coarse priors
 (0.3 of the click corrections start from a badly wrong prior): does the coarse priors' click gain
-add to the budget's? (a candidate, not yet measured.)
+add to the budget's? Measured, not shipped: pooled held-out clicks converge a little faster
+(NoG@90 15.69 -> 15.22, failures 92 -> 79 of 157), mixed slower (6.69 -> 7.26), the click's
+refinement lower (RICE_local 0.418 -> 0.393); no paired interval excludes zero
+(docs/model_quality.md).
 
 `offline_long_leak_clicks` is `offline_long` (4000 steps) with leaky priors only where a click
 corrects them (`data.leak_kinds` (0,)). Measured on the 12,000-step default, a second tight
