@@ -102,8 +102,11 @@ def test_predict_bad_inputs_are_one_line_errors(photo, tmp_path, tiny_checkpoint
     cv2.imwrite(str(empty), np.zeros((45, 70), np.uint8))
     not_image = tmp_path / "notes.txt"
     not_image.write_text("hello")
+    zero_bytes = tmp_path / "zero.jpg"
+    zero_bytes.write_bytes(b"")
     cases = [
         (["--image", str(not_image), "--points", "1,1"], "cannot decode"),
+        (["--image", str(zero_bytes), "--points", "1,1"], "empty image file (0 bytes)"),
         (["--image", str(photo), "--gesture", str(small)], "is 5×5 px, the photo is 70×45"),
         (["--image", str(photo), "--gesture", str(empty)], "marks no pixel"),
         (["--image", str(photo), "--points", "1,1", "--prev-mask", str(small)], "prev mask"),

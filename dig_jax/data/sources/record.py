@@ -52,6 +52,8 @@ def _imread(path: Path, what: str, flags: int = cv2.IMREAD_UNCHANGED) -> np.ndar
         raw = path.read_bytes()
     except OSError as err:
         raise ValueError(f"cannot read {what} file: {path} ({err})") from None
+    if not raw:
+        raise ValueError(f"empty {what} file (0 bytes): {path}")
     if jpeg_is_truncated(raw):
         raise ValueError(f"truncated {what} file (JPEG cut short): {path}")
     try:
