@@ -81,7 +81,9 @@ corrects them (`data.leak_kinds` (0,)). Measured on the 12,000-step default, a s
 lasso lowers IoU on 14 of 26 ADD corrections on COCO-MVal by removing pixels inside the lasso,
 and the runs trained with leaks (whose REMOVE gestures include lassos) remove there more often
 than their start (docs/model_quality.md): do leaks for clicks alone keep the clicks' gain
-without teaching lassos "remove"? (a candidate, not yet measured.)
+without teaching lassos "remove"? Measured, not shipped: no. Its second ADD lasso removes
+about as often, NoG with lassos and mixed is no better (pooled +0.10 / +0.36) and clicks lose a
+little (+0.43) against `offline_long` (docs/model_quality.md).
 """
 
 from __future__ import annotations
