@@ -296,7 +296,8 @@ class LoadedSegmenter:
 
     def predict_logits(self, *prompt: Any, **options: Any) -> np.ndarray:
         """Mask logits f32[H, W] on the photo for `predict`'s arguments (outside the zoom box:
-        `prompts.OUTSIDE_LOGIT`)."""
+        `prompts.OUTSIDE_LOGIT`). `predict` cuts them at 0, or at `predict.click_threshold` for
+        a creation click (`prompts.Passes.cut`)."""
         call = inspect.signature(self.predict).bind(*prompt, **options)
         call.apply_defaults()
         out, _, box, _, shape = self._run(*call.arguments.values())
@@ -309,7 +310,8 @@ class LoadedSegmenter:
         (`config.model.multihead` false)}."""
         out, crop, box, prev, shape = self._run(image, gesture_map, prev_mask, Context.ADD, None,
                                                 heads=True)  # fmt: skip
-        mask = prompts.paste_mask(out["mask"], box, shape, prev, crop["prev_mask"])
+        cut = self.passes.cut(gesture_map, prev)
+        mask = prompts.paste_mask(out["mask"], box, shape, prev, crop["prev_mask"], cut)
         mask = self.passes.obeyed(gesture_map, prev, mask, out["mask"], box)
         result = {
             "mask": self.passes.merged(gesture_map, prev, mask),
@@ -338,7 +340,8 @@ class LoadedSegmenter:
         `context`, `kind`: for context baselines only (see `crop_input`).
         """
         out, crop, box, prev, shape = self._run(image, gesture_map, prev_mask, context, kind)
-        mask = prompts.paste_mask(out["mask"], box, shape, prev, crop["prev_mask"])
+        cut = self.passes.cut(gesture_map, prev)
+        mask = prompts.paste_mask(out["mask"], box, shape, prev, crop["prev_mask"], cut)
         mask = self.passes.obeyed(gesture_map, prev, mask, out["mask"], box)
         return self.passes.merged(gesture_map, prev, mask)
 

@@ -486,3 +486,41 @@ def test_passes_read_the_flip():
     for bad in (1, "true", None):
         with pytest.raises(ValueError, match=r"predict\.flip"):
             prompts.Passes.from_config({"image_size": 64, "predict": {"flip": bad}})
+
+
+def test_only_creation_clicks_are_cut_at_the_click_threshold():
+    shape = (120, 180)
+    click = rasterize(Gesture(GestureKind.CLICK, [[90.0, 60.0]], False), shape)
+    scribble = rasterize(Gesture(GestureKind.SCRIBBLE, [[40.0, 60.0], [140.0, 70.0]], False), shape)
+    rect = outline([40, 30, 140, 90], shape)
+    passes = prompts.Passes(64, 64, click_threshold=-0.5)
+    assert passes.cut(click, None) == passes.cut(click.tolist(), None) == -0.5
+    assert passes.cut(scribble, None) == passes.cut(rect, None) == 0.0  # they show extent
+    assert passes.cut(click, np.zeros(shape, np.uint8)) == 0.0  # a refinement click
+    assert passes.cut(np.zeros(shape, np.uint8), None) == 0.0  # nothing drawn
+    assert prompts.Passes(64, 64).cut(click, None) == 0.0  # off
+
+
+def test_paste_mask_cuts_at_the_threshold_and_keeps_the_previous_mask_elsewhere():
+    box, shape = prompts.ZoomBox(0.0, 0.0, 8.0), (8, 8)
+    logits = np.full((8, 8), -0.3, np.float32)
+    logits[:4] = 1.0
+    assert prompts.paste_mask(logits, box, shape).sum() == 32
+    assert prompts.paste_mask(logits, box, shape, threshold=-0.5).sum() == 64
+    assert prompts.paste_mask(logits, box, shape, threshold=2.0).sum() == 0
+    prev = np.zeros(shape, np.uint8)
+    prev[:4] = 1
+    # at 0 the model kept the previous mask; cut at -0.5 it adds the lower half
+    kept = prompts.paste_mask(logits, box, shape, prev, prev)
+    np.testing.assert_array_equal(kept, prev)
+    assert prompts.paste_mask(logits, box, shape, prev, prev, -0.5).sum() == 64
+
+
+def test_passes_read_the_click_threshold():
+    config = {"image_size": 64, "predict": {"click_threshold": -0.5}}
+    assert prompts.Passes.from_config(config).click_threshold == -0.5
+    assert prompts.Passes.from_config({"image_size": 64}).click_threshold == 0.0
+    assert prompts.Passes.from_config(config, paper_mode=True).click_threshold == 0.0
+    for bad in (-11, 10.5, True, "-0.5", float("nan"), float("inf")):
+        with pytest.raises(ValueError, match=r"predict\.click_threshold"):
+            prompts.Passes.from_config({"image_size": 64, "predict": {"click_threshold": bad}})

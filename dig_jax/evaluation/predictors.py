@@ -178,7 +178,8 @@ def segmenter_predictor(
         crop_logits, box, shape, prev_crop = result
         keep = bool(sample["has_prev"]) and not paper_mode
         prev = sample["prev_mask"] if keep else None
-        return prompts.paste_mask(crop_logits, box, shape, prev, prev_crop)
+        cut = passes.cut(sample["gesture"], sample["prev_mask"] if sample["has_prev"] else None)
+        return prompts.paste_mask(crop_logits, box, shape, prev, prev_crop, cut)
 
     def rescued(chunk, results, masks) -> tuple[list, list]:
         """The rescue pass (`prompts.Passes.rescue`) for the chunk's ignored refinement

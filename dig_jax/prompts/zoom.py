@@ -15,7 +15,8 @@ image), `paste_logits` maps S×S logits back onto the photo (background outside 
 `paste_mask` makes the mask, keeping the previous mask's own pixels where the model kept them.
 A creation click may run at a larger working size (`config.predict.click_size`), and a
 whole-image creation (a click's) may be followed by a focus pass on the box of its first mask
-(`refocus_box`; `config.predict.focus_pass`); `Passes` reads both from a segmenter's config.
+(`refocus_box`; `config.predict.focus_pass`), and its mask may be cut at a lower logit
+(`config.predict.click_threshold`); `Passes` reads them from a segmenter's config.
 Training samples go through the same boxes (`jitter_box` adds scale/shift noise), so training
 and use agree. Used by training, `predict`, evaluation, attacks and the demo.
 """
@@ -331,15 +332,17 @@ def paste_mask(
     shape: tuple[int, int],
     prev: np.ndarray | None = None,
     prev_crop: np.ndarray | None = None,
+    threshold: float = 0.0,
 ) -> np.ndarray:
-    """uint8[H, W] mask on the photo from S×S crop logits. With a previous mask (`prev` on the
-    photo, `prev_crop` as the model saw it), the photo keeps `prev`'s own pixels wherever the
-    model left the crop unchanged (its mask equals `prev_crop`, one crop pixel of margin):
-    the model decides what changes, and resampling never blurs the rest of the user's mask."""
-    mask = (paste_logits(logits, box, shape) > 0).astype(np.uint8)
+    """uint8[H, W] mask on the photo from S×S crop logits: the pixels whose logit exceeds
+    `threshold` (0: probability 0.5). With a previous mask (`prev` on the photo, `prev_crop` as
+    the model saw it), the photo keeps `prev`'s own pixels wherever the model left the crop
+    unchanged (its mask equals `prev_crop`, one crop pixel of margin): the model decides what
+    changes, and resampling never blurs the rest of the user's mask."""
+    mask = (paste_logits(logits, box, shape) > threshold).astype(np.uint8)
     if prev is None or prev_crop is None:
         return mask
-    changed = (np.asarray(logits) > 0) != (np.asarray(prev_crop) > 0)
+    changed = (np.asarray(logits) > threshold) != (np.asarray(prev_crop) > 0)
     changed = ndimage.binary_dilation(changed, iterations=1).astype(np.uint8)
     h, w = shape
     changed = cv2.warpAffine(
@@ -552,16 +555,18 @@ class Passes:
     rescue_strokes: bool = False
     merge: str = "none"
     obey: float = 0.0
+    click_threshold: float = 0.0
 
     @classmethod
     def from_config(cls, config: Any, paper_mode: bool = False, size: int | None = None) -> Passes:
         """From `config.predict` (`focus_pass`; `click_size`: 0 or absent = the working size;
         `rescue_zoom`: 0 or absent = off; `flip`, `rescue_strokes`: absent = off; `merge`:
-        absent = "none"; `obey_clicks`: 0 or absent = off) and the working size `size` (default
-        `config.image_size`); paper mode runs one pass at the working size, unflipped, unmerged.
-        ValueError on a click size that is not a positive multiple of 32, a rescue zoom that is
-        neither 0 nor a finite number > 1, a flip or rescue_strokes that is not a bool, a merge
-        not in `MERGE_MODES`, or an obey_clicks outside [0, 1]."""
+        absent = "none"; `obey_clicks`: 0 or absent = off; `click_threshold`: absent = 0) and the
+        working size `size` (default `config.image_size`); paper mode runs one pass at the
+        working size, unflipped, unmerged, cut at 0. ValueError on a click size that is not a
+        positive multiple of 32, a rescue zoom that is neither 0 nor a finite number > 1, a
+        flip or rescue_strokes that is not a bool, a merge not in `MERGE_MODES`, an obey_clicks
+        outside [0, 1], or a click_threshold outside [-10, 10] (logits)."""
         size = int(config["image_size"] if size is None else size)
         options = config.get("predict", None) or {}
         click = options.get("click_size", 0) or size
@@ -588,10 +593,15 @@ class Passes:
         obey = options.get("obey_clicks", 0.0) or 0.0
         if isinstance(obey, bool) or not isinstance(obey, int | float) or not 0 <= obey <= 1:
             raise ValueError(f"predict.obey_clicks must be a fraction in [0, 1], got {obey!r}")
+        cut = options.get("click_threshold", 0.0)
+        if isinstance(cut, bool) or not isinstance(cut, int | float) or not -10 <= cut <= 10:
+            raise ValueError(f"predict.click_threshold must be a logit in [-10, 10], got {cut!r}")
         if paper_mode:
             return cls(size, size, False)
         focus = bool(options.get("focus_pass", False))
-        return cls(size, int(click), focus, float(rescue), flip, strokes, merge, float(obey))
+        return cls(
+            size, int(click), focus, float(rescue), flip, strokes, merge, float(obey), float(cut)
+        )
 
     @property
     def rescues(self) -> bool:
@@ -642,6 +652,13 @@ class Passes:
         if self.merge == "clicks" and refinement_click(gesture_map, prev_mask) is None:
             return mask
         return merge_local(mask, prev_mask, gesture_map)
+
+    def cut(self, gesture_map: Any, prev_mask: Any) -> float:
+        """The logit above which a prompt's pixels are in its mask: `click_threshold` for a
+        creation click (`creation_click`), else 0 (probability 0.5)."""
+        if self.click_threshold and creation_click(gesture_map, prev_mask):
+            return self.click_threshold
+        return 0.0
 
     def first_size(self, gesture_map: Any, prev_mask: Any) -> int:
         """The working size of a prompt's first run."""
