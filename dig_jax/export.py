@@ -296,8 +296,8 @@ class LoadedSegmenter:
 
     def predict_logits(self, *prompt: Any, **options: Any) -> np.ndarray:
         """Mask logits f32[H, W] on the photo for `predict`'s arguments (outside the zoom box:
-        `prompts.OUTSIDE_LOGIT`). `predict` cuts them at 0, or at `predict.click_threshold` for
-        a creation click (`prompts.Passes.cut`)."""
+        `prompts.OUTSIDE_LOGIT`). `predict` cuts them at 0, or at `predict.open_threshold` for
+        an open creation prompt (`prompts.Passes.cut`)."""
         call = inspect.signature(self.predict).bind(*prompt, **options)
         call.apply_defaults()
         out, _, box, _, shape = self._run(*call.arguments.values())

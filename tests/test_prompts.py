@@ -488,16 +488,18 @@ def test_passes_read_the_flip():
             prompts.Passes.from_config({"image_size": 64, "predict": {"flip": bad}})
 
 
-def test_only_creation_clicks_are_cut_at_the_click_threshold():
+def test_open_creation_prompts_are_dots_and_strokes_that_enclose_nothing():
     shape = (120, 180)
     click = rasterize(Gesture(GestureKind.CLICK, [[90.0, 60.0]], False), shape)
     scribble = rasterize(Gesture(GestureKind.SCRIBBLE, [[40.0, 60.0], [140.0, 70.0]], False), shape)
     rect = outline([40, 30, 140, 90], shape)
-    passes = prompts.Passes(64, 64, click_threshold=-0.5)
-    assert passes.cut(click, None) == passes.cut(click.tolist(), None) == -0.5
-    assert passes.cut(scribble, None) == passes.cut(rect, None) == 0.0  # they show extent
-    assert passes.cut(click, np.zeros(shape, np.uint8)) == 0.0  # a refinement click
-    assert passes.cut(np.zeros(shape, np.uint8), None) == 0.0  # nothing drawn
+    assert prompts.open_creation(click, None) and prompts.open_creation(scribble, None)
+    assert not prompts.open_creation(rect, None)  # it encloses an area
+    assert not prompts.open_creation(click, np.zeros(shape, np.uint8))  # a refinement
+    assert not prompts.open_creation(np.zeros(shape, np.uint8), None)  # nothing drawn
+    passes = prompts.Passes(64, 64, open_threshold=-0.5)
+    assert passes.cut(click, None) == passes.cut(scribble.tolist(), None) == -0.5
+    assert passes.cut(rect, None) == passes.cut(click, rect) == 0.0
     assert prompts.Passes(64, 64).cut(click, None) == 0.0  # off
 
 
@@ -516,11 +518,11 @@ def test_paste_mask_cuts_at_the_threshold_and_keeps_the_previous_mask_elsewhere(
     assert prompts.paste_mask(logits, box, shape, prev, prev, -0.5).sum() == 64
 
 
-def test_passes_read_the_click_threshold():
-    config = {"image_size": 64, "predict": {"click_threshold": -0.5}}
-    assert prompts.Passes.from_config(config).click_threshold == -0.5
-    assert prompts.Passes.from_config({"image_size": 64}).click_threshold == 0.0
-    assert prompts.Passes.from_config(config, paper_mode=True).click_threshold == 0.0
+def test_passes_read_the_open_threshold():
+    config = {"image_size": 64, "predict": {"open_threshold": -0.5}}
+    assert prompts.Passes.from_config(config).open_threshold == -0.5
+    assert prompts.Passes.from_config({"image_size": 64}).open_threshold == 0.0
+    assert prompts.Passes.from_config(config, paper_mode=True).open_threshold == 0.0
     for bad in (-11, 10.5, True, "-0.5", float("nan"), float("inf")):
-        with pytest.raises(ValueError, match=r"predict\.click_threshold"):
-            prompts.Passes.from_config({"image_size": 64, "predict": {"click_threshold": bad}})
+        with pytest.raises(ValueError, match=r"predict\.open_threshold"):
+            prompts.Passes.from_config({"image_size": 64, "predict": {"open_threshold": bad}})

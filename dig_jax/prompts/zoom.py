@@ -15,8 +15,9 @@ image), `paste_logits` maps S×S logits back onto the photo (background outside 
 `paste_mask` makes the mask, keeping the previous mask's own pixels where the model kept them.
 A creation click may run at a larger working size (`config.predict.click_size`), and a
 whole-image creation (a click's) may be followed by a focus pass on the box of its first mask
-(`refocus_box`; `config.predict.focus_pass`), and its mask may be cut at a lower logit
-(`config.predict.click_threshold`); `Passes` reads them from a segmenter's config.
+(`refocus_box`; `config.predict.focus_pass`), and a creation gesture that encloses no area may
+be cut at a lower logit (`config.predict.open_threshold`); `Passes` reads them from a
+segmenter's config.
 Training samples go through the same boxes (`jitter_box` adds scale/shift noise), so training
 and use agree. Used by training, `predict`, evaluation, attacks and the demo.
 """
@@ -530,6 +531,16 @@ def creation_click(gesture_map: Any, prev_mask: Any) -> bool:
     return bounds is not None and max(bounds[2] - bounds[0], bounds[3] - bounds[1]) <= DOT_EXTENT
 
 
+def open_creation(gesture_map: Any, prev_mask: Any) -> bool:
+    """True for a creation prompt (no previous mask) whose gesture encloses no area
+    (`encloses_area`): a dot or an open stroke, which marks part of the object and leaves its
+    extent to the network (the prompts `zoom_box` does not fit to their outline)."""
+    if prev_mask is not None:
+        return False
+    gesture = np.asarray(gesture_map)
+    return _bounds(gesture) is not None and not encloses_area(gesture)
+
+
 @dataclasses.dataclass(frozen=True)
 class Passes:
     """How a segmenter runs a prompt: at working size `size`, except a creation click
@@ -555,18 +566,18 @@ class Passes:
     rescue_strokes: bool = False
     merge: str = "none"
     obey: float = 0.0
-    click_threshold: float = 0.0
+    open_threshold: float = 0.0
 
     @classmethod
     def from_config(cls, config: Any, paper_mode: bool = False, size: int | None = None) -> Passes:
         """From `config.predict` (`focus_pass`; `click_size`: 0 or absent = the working size;
         `rescue_zoom`: 0 or absent = off; `flip`, `rescue_strokes`: absent = off; `merge`:
-        absent = "none"; `obey_clicks`: 0 or absent = off; `click_threshold`: absent = 0) and the
+        absent = "none"; `obey_clicks`: 0 or absent = off; `open_threshold`: absent = 0) and the
         working size `size` (default `config.image_size`); paper mode runs one pass at the
         working size, unflipped, unmerged, cut at 0. ValueError on a click size that is not a
         positive multiple of 32, a rescue zoom that is neither 0 nor a finite number > 1, a
         flip or rescue_strokes that is not a bool, a merge not in `MERGE_MODES`, an obey_clicks
-        outside [0, 1], or a click_threshold outside [-10, 10] (logits)."""
+        outside [0, 1], or an open_threshold outside [-10, 10] (logits)."""
         size = int(config["image_size"] if size is None else size)
         options = config.get("predict", None) or {}
         click = options.get("click_size", 0) or size
@@ -593,9 +604,9 @@ class Passes:
         obey = options.get("obey_clicks", 0.0) or 0.0
         if isinstance(obey, bool) or not isinstance(obey, int | float) or not 0 <= obey <= 1:
             raise ValueError(f"predict.obey_clicks must be a fraction in [0, 1], got {obey!r}")
-        cut = options.get("click_threshold", 0.0)
+        cut = options.get("open_threshold", 0.0)
         if isinstance(cut, bool) or not isinstance(cut, int | float) or not -10 <= cut <= 10:
-            raise ValueError(f"predict.click_threshold must be a logit in [-10, 10], got {cut!r}")
+            raise ValueError(f"predict.open_threshold must be a logit in [-10, 10], got {cut!r}")
         if paper_mode:
             return cls(size, size, False)
         focus = bool(options.get("focus_pass", False))
@@ -654,10 +665,10 @@ class Passes:
         return merge_local(mask, prev_mask, gesture_map)
 
     def cut(self, gesture_map: Any, prev_mask: Any) -> float:
-        """The logit above which a prompt's pixels are in its mask: `click_threshold` for a
-        creation click (`creation_click`), else 0 (probability 0.5)."""
-        if self.click_threshold and creation_click(gesture_map, prev_mask):
-            return self.click_threshold
+        """The logit above which a prompt's pixels are in its mask: `open_threshold` for an
+        open creation prompt (`open_creation`), else 0 (probability 0.5)."""
+        if self.open_threshold and open_creation(gesture_map, prev_mask):
+            return self.open_threshold
         return 0.0
 
     def first_size(self, gesture_map: Any, prev_mask: Any) -> int:

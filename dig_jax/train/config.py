@@ -248,8 +248,8 @@ def with_long_fine_tune(
     first one (`with_real_fine_tune`) from `init_from` for `steps` steps at lr 3e-4 (100
     warm-up steps), with the longer iterative schedule (p = 0.6, 1-4 rounds, clicks aim a third
     of the corrections), leaky priors (`data.leak_prob` 0.3) and the shipped inference settings
-    (`prompts.Passes`: creation clicks at 320 and cut at logit -0.25, both rescue passes, the
-    flip, the click pass)."""
+    (`prompts.Passes`: creation clicks at 320, dots and open strokes cut at logit -0.25, both
+    rescue passes, the flip, the click pass)."""
     with_real_fine_tune(config, init_from, steps=steps)
     config.optim.lr = 3e-4
     config.optim.warmup_steps = 100
@@ -262,7 +262,7 @@ def with_long_fine_tune(
     config.predict.flip = True  # logits averaged with those of the mirrored crop
     config.predict.rescue_strokes = True  # an ignored refinement stroke runs again, closer
     config.predict.obey_clicks = 0.3  # a click still ignored flips the piece ranked past it
-    config.predict.click_threshold = -0.25  # a creation click's extent, cut below p = 0.5
+    config.predict.open_threshold = -0.25  # a dot's or open stroke's extent, cut below p = 0.5
     config.data.leak_prob = 0.3  # priors that took in another region, corrected by REMOVE
     return config
 

@@ -347,19 +347,23 @@ def test_stroke_rescue_reruns_an_ignored_refinement_stroke_on_its_own_box():
     assert [x.shape[0] for x in seen] == [2]
 
 
-def test_creation_clicks_are_cut_at_the_click_threshold_by_both_paths(tiny_checkpoint):
+def test_open_creation_prompts_are_cut_at_the_open_threshold_by_both_paths(tiny_checkpoint):
     import dig_jax
     from dig_jax.export import LoadedSegmenter
 
     loaded = dig_jax.load_segmenter(tiny_checkpoint)
     config = ml_collections.ConfigDict(loaded.config.to_dict())
-    config.predict = {"focus_pass": True, "click_threshold": -0.5}
+    config.predict = {"focus_pass": True, "open_threshold": -0.5}
     seg = LoadedSegmenter(config, loaded.variables)
     samples = tiny_samples(120, 180)  # a rectangle, then a click
+    outline = box_outline_points(np.array([20.0, 20, 160, 100]))
+    samples[0]["gesture"] = rasterize(Gesture(GestureKind.RECTANGLE, outline, True), (120, 180))
+    assert not prompts.open_creation(samples[0]["gesture"], None)  # it encloses an area
+    assert prompts.open_creation(samples[1]["gesture"], None)
     masks = segmenter_predictor(seg, batch_size=2)(samples)
     for sample, mask, cut in zip(samples, masks, (0.0, -0.5), strict=True):
         np.testing.assert_array_equal(seg.predict(sample["image"], sample["gesture"]), mask)
         logits = seg.predict_logits(sample["image"], sample["gesture"])
         np.testing.assert_array_equal(mask, (logits > cut).astype(np.uint8))
     plain = segmenter_predictor(loaded, batch_size=2)(samples)
-    np.testing.assert_array_equal(plain[0], masks[0])  # the rectangle's mask does not change
+    np.testing.assert_array_equal(plain[0], masks[0])  # the outline's mask does not change

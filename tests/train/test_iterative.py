@@ -117,7 +117,7 @@ def test_lite_iterative_variants_validate():
     assert long.predict.rescue_zoom == 2.5 and long.predict.click_size == 320 and long.predict.flip
     assert long.predict.rescue_strokes and long.data.leak_prob == 0.3
     assert long.predict.obey_clicks == 0.3  # the click pass (docs/model_quality.md)
-    assert long.predict.click_threshold == -0.25  # the click's cut (docs/model_quality.md)
+    assert long.predict.open_threshold == -0.25  # the open prompts' cut (docs/model_quality.md)
     clicks = load_config(f"{path}:offline_clicks")
     # measured on the 4000-step default
     assert clicks.init_from.endswith("lite_iterative_offline_long.digjax")
