@@ -534,7 +534,7 @@ def creation_click(gesture_map: Any, prev_mask: Any) -> bool:
 def open_creation(gesture_map: Any, prev_mask: Any) -> bool:
     """True for a creation prompt (no previous mask) whose gesture encloses no area
     (`encloses_area`): a dot or an open stroke, which marks part of the object and leaves its
-    extent to the network (the prompts `zoom_box` does not fit to their outline)."""
+    extent to the network (`zoom_box` gives them the whole photo or a wider box)."""
     if prev_mask is not None:
         return False
     gesture = np.asarray(gesture_map)
