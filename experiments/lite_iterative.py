@@ -66,8 +66,9 @@ NoG@90 with clicks pooled over the held-out sources is 16.26 against the clicks-
 (the same start, data, schedule and leaky priors) for three times the steps (12,000; 4 h 21 min
 on two cores, resumed across sittings): the budget, not a data lever, moved convergence
 (held-out NoG@90 with clicks 16.14 -> 15.69 pooled, COCO-MVal 13.77 -> 11.13; single gestures
-level; docs/model_quality.md). Export it with `--set predict.obey_clicks=0.3` when its workdir
-predates the click pass.
+level; docs/model_quality.md). Export it with `--set predict.obey_clicks=0.3` and `--set
+predict.open_threshold=-0.25` when its workdir predates the click pass and the open gestures'
+cut (the shipped file's was).
 
 `offline_long3x_coarse_clicks` is `offline_long3x` with `offline_coarse_clicks`'s coarse priors
 (0.3 of the click corrections start from a badly wrong prior): does the coarse priors' click gain
