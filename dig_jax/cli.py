@@ -8,6 +8,7 @@ dig-jax beam-build --coco-json instances.json --images DIR --out build/tfds  # A
 dig-jax demo --port 8000
 dig-jax predict --image photo.jpg --points "120,80" --out mask.png
 dig-jax export workdirs/run --out run.digjax     # any saved step of a training workdir
+dig-jax snapshot pack workdirs/run --out run.tar # a resumable run in one file (and unpack)
 dig-jax curves workdirs/run                      # loss / lr / validation curves (PNG)
 dig-jax tables results/a/metrics.json results/b/metrics.json --out results/all
 
@@ -31,6 +32,7 @@ COMMANDS = {
     "demo": "dig_jax.demo.__main__",
     "predict": "dig_jax.predict",
     "export": "dig_jax.train.export_step",
+    "snapshot": "dig_jax.train.snapshot",
     "curves": "dig_jax.train.curves",
     "tables": "dig_jax.evaluation.tables",
 }

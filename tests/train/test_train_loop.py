@@ -4,10 +4,12 @@ checkpoints, configs."""
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
 import shutil
 import signal
+import tarfile
 from pathlib import Path
 
 import jax
@@ -21,7 +23,7 @@ from tiny_models import TINY_MODEL_CONFIG, TINY_MODEL_FLAGS
 import dig_jax
 from dig_jax.cpu import init_compiler_options
 from dig_jax.models.interactive import build_segmenter
-from dig_jax.train import checkpointing
+from dig_jax.train import checkpointing, snapshot
 from dig_jax.train.__main__ import load_config, main, parse_flags
 from dig_jax.train.config import validate_config
 from dig_jax.train.input_pipeline import (
@@ -30,6 +32,7 @@ from dig_jax.train.input_pipeline import (
     resolve_records,
     synthetic_sample,
 )
+from dig_jax.train.snapshot import main as snapshot_main
 from dig_jax.train.state import make_optimizer
 from dig_jax.train.train import init_state, make_mesh, to_global, train, train_step
 
@@ -327,3 +330,53 @@ def test_holdout_split_is_disjoint_and_complete():
     assert not set(train_ids) & set(val_ids)
     with pytest.raises(ValueError, match="%train or %val"):
         resolve_records("procedural:25%test", 32)
+
+
+def test_a_snapshot_moves_a_run_to_a_new_workdir_and_it_resumes(straight_run, tmp_path):
+    _, straight = straight_run
+    first = tmp_path / "first"
+    train(tiny_config(), first, stop_after_steps=2)
+    packed = snapshot.pack(first, tmp_path / "run.tar")
+    assert snapshot.pack(first, tmp_path / "again.tar").read_bytes() == packed.read_bytes()
+    assert snapshot.read_manifest(packed)["step"] == 2
+    moved = tmp_path / "moved"
+    assert snapshot_main(["unpack", str(packed), "--workdir", str(moved)]) == 0
+    assert snapshot.saved_steps(moved) == [2]
+    resumed = train(tiny_config(), moved)
+    assert resumed.step == 4
+    for a, b in zip(straight, params_of(resumed), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert train_steps_logged(moved) == [1, 2, 3, 4]
+    with pytest.raises(snapshot.SnapshotError, match="already holds a run"):
+        snapshot.unpack(packed, moved)  # nothing is overwritten
+
+
+def test_snapshot_errors_name_the_problem(tmp_path):
+    with pytest.raises(snapshot.SnapshotError, match="no saved checkpoint step"):
+        snapshot.pack(tmp_path, tmp_path / "x.tar")
+    (tmp_path / "checkpoints" / "3.orbax-checkpoint-tmp-1").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "2.corrupt").mkdir()
+    with pytest.raises(snapshot.SnapshotError, match="no saved checkpoint step"):
+        snapshot.pack(tmp_path, tmp_path / "x.tar")  # neither is a finished step
+    (tmp_path / "checkpoints" / "1").mkdir()
+    with pytest.raises(snapshot.SnapshotError, match=r"no checkpoint at step 5 \(saved: \[1\]\)"):
+        snapshot.pack(tmp_path, tmp_path / "x.tar", step=5)
+    junk = tmp_path / "junk.tar"
+    junk.write_bytes(b"\x00not a tar")
+    with pytest.raises(snapshot.SnapshotError, match="not a dig-jax snapshot"):
+        snapshot.unpack(junk, tmp_path / "new")
+    with pytest.raises(snapshot.SnapshotError, match="no such snapshot file"):
+        snapshot.unpack(tmp_path / "missing.tar", tmp_path / "new")
+    with tarfile.open(junk, "w") as tar:  # a tar, but with no manifest
+        tar.add(tmp_path / "checkpoints", arcname="checkpoints")
+    with pytest.raises(snapshot.SnapshotError, match="not a dig-jax snapshot"):
+        snapshot.unpack(junk, tmp_path / "new")
+    escaping = tmp_path / "escaping.tar"
+    with tarfile.open(escaping, "w") as tar:
+        for name, data in (("snapshot.json", b'{"format": 1, "step": 1}'), ("../evil", b"x")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(snapshot.SnapshotError, match=r"unexpected member '\.\./evil'"):
+        snapshot.unpack(escaping, tmp_path / "new")
+    assert not (tmp_path / "evil").exists()
