@@ -78,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--datasets", default="coco_mval%val")
     parser.add_argument("--limit", type=int, default=30, help="records per dataset")
     parser.add_argument("--min-distance", default="0.1", help="fractions of sqrt(mask area)")
+    parser.add_argument("--seed", type=int, default=0, help="the protocol's gesture seed")
     parser.add_argument("--quick", action="store_true", help="3 clicks on a procedural scene")
     args = parser.parse_args(argv)
     specs = ["procedural:2:5"] if args.quick else args.datasets.split(",")
@@ -101,13 +102,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         items = [(i.loaded.image, i.gt, i.region.parts[i.largest_part] > 0) for i in instances]
         for rule in rules:
             predict = with_object_add(segmenter, plain, rule)
-            ious = nog(predict, items, GestureKind.CLICK, max_interactions=clicks_max)["ious"]
+            ious = nog(
+                predict, items, GestureKind.CLICK, max_interactions=clicks_max, seed=args.seed
+            )["ious"]
             reached = ious >= 0.9
             clicks = np.where(reached.any(1), reached.argmax(1) + 1, clicks_max)
             name = "off" if rule is None else f"min distance {rule:g}"
             means = " / ".join(f"{ious[:, n - 1].mean():.3f}" for n in after)
             print(
-                f"{spec} ({len(items)}) {name}: NoG@90 {clicks.mean():.2f} "
+                f"{spec} ({len(items)}, seed {args.seed}) {name}: NoG@90 {clicks.mean():.2f} "
                 f"({int((~reached.any(1)).sum())} failed), mean IoU at clicks "
                 f"{' / '.join(map(str, after))}: {means}",
                 flush=True,
