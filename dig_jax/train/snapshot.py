@@ -8,6 +8,10 @@ gives the same bytes: members are sorted and carry no time or owner.
 
     dig-jax snapshot pack workdirs/run --out run.snapshot.tar       # a stopped (or running) run
     dig-jax snapshot unpack run.snapshot.tar --workdir workdirs/run # then: dig-jax train ... again
+
+`--compact` stores the optimizer state (AdamW's two moments, two thirds of a snapshot) in
+bfloat16: a lite model's snapshot shrinks from about 34 MB to 23 MB, and the resumed run is no
+longer bit-exact (each moment rounded to 8 bits of mantissa once, at the resume).
 """
 
 from __future__ import annotations
@@ -16,14 +20,25 @@ import argparse
 import io
 import json
 import os
+import shutil
 import tarfile
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
 
 FORMAT = 1
 MANIFEST = "snapshot.json"
 CHECKPOINTS = "checkpoints"
 SIDE_FILES = ("config.json", "metrics.jsonl")
+COMPACT = "compact"  # the bfloat16 state of a compact snapshot (orbax), beside the step folder
+STATE = "state"
+COMPACT_KEYS = ("opt_state",)
 
 
 class SnapshotError(ValueError):
@@ -52,8 +67,11 @@ def _add_dir(tar: tarfile.TarFile, name: str) -> None:
     tar.addfile(info)
 
 
-def pack(workdir: str | Path, out: str | Path, *, step: int | None = None) -> Path:
-    """Write step `step` (default: the newest) of `workdir` to the tar file `out`.
+def pack(
+    workdir: str | Path, out: str | Path, *, step: int | None = None, compact: bool = False
+) -> Path:
+    """Write step `step` (default: the newest) of `workdir` to the tar file `out` (`compact`:
+    the optimizer state in bfloat16, see the module docstring).
 
     Raises SnapshotError when the workdir has no such finished step. A run still training may
     be packed; should its checkpoint rotation delete the step while it is read, the error says
@@ -67,7 +85,12 @@ def pack(workdir: str | Path, out: str | Path, *, step: int | None = None) -> Pa
     if step not in steps:
         raise SnapshotError(f"{workdir}: no checkpoint at step {step} (saved: {steps})")
     source = workdir / CHECKPOINTS / str(step)
-    manifest = {"format": FORMAT, "step": step, "files": []}
+    manifest = {
+        "format": FORMAT,
+        "step": step,
+        "files": [],
+        "compact": list(COMPACT_KEYS) if compact else [],
+    }
     tmp = out.with_name(out.name + ".tmp")
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -77,12 +100,26 @@ def pack(workdir: str | Path, out: str | Path, *, step: int | None = None) -> Pa
                     _add(tar, name, (workdir / name).read_bytes())
                     manifest["files"].append(name)
             _add_dir(tar, CHECKPOINTS)
+            skip = source / STATE if compact else None
             for path in sorted([source, *source.rglob("*")]):
+                if skip is not None and (path == skip or skip in path.parents):
+                    continue
                 name = f"{CHECKPOINTS}/{path.relative_to(source.parent).as_posix()}"
                 if path.is_dir():
                     _add_dir(tar, name)
                 else:
                     _add(tar, name, path.read_bytes())
+            if compact:
+                with tempfile.TemporaryDirectory() as scratch:
+                    folder = Path(scratch) / COMPACT
+                    _save_state(folder, _cast(_load_state(source / STATE), jnp.bfloat16))
+                    _add_dir(tar, COMPACT)
+                    for path in sorted(folder.rglob("*")):
+                        name = f"{COMPACT}/{path.relative_to(folder).as_posix()}"
+                        if path.is_dir():
+                            _add_dir(tar, name)
+                        else:
+                            _add(tar, name, path.read_bytes())
             _add(tar, MANIFEST, json.dumps(manifest, sort_keys=True).encode() + b"\n")
     except FileNotFoundError as error:
         tmp.unlink(missing_ok=True)
@@ -91,6 +128,29 @@ def pack(workdir: str | Path, out: str | Path, *, step: int | None = None) -> Pa
             "the run's rotation deleted it): stop the run with SIGTERM, then pack again"
         ) from None
     os.replace(tmp, out)
+    return out
+
+
+def _load_state(folder: Path) -> dict:
+    """The train state saved in an orbax folder, as host arrays (no target tree needed)."""
+    return ocp.StandardCheckpointer().restore(folder.absolute())
+
+
+def _save_state(folder: Path, state: dict) -> None:
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(folder.absolute(), state)
+    checkpointer.wait_until_finished()
+
+
+def _cast(state: dict, dtype: Any) -> dict:
+    """`state` with the floating leaves under COMPACT_KEYS cast to `dtype`: float32 ->
+    bfloat16 to pack, bfloat16 -> float32 to unpack."""
+    source = jnp.float32 if dtype == jnp.bfloat16 else jnp.bfloat16
+    out = dict(state)
+    for key in COMPACT_KEYS:
+        out[key] = jax.tree.map(
+            lambda x: np.asarray(jnp.asarray(x, dtype)) if x.dtype == source else x, state[key]
+        )
     return out
 
 
@@ -131,11 +191,17 @@ def unpack(snapshot: str | Path, workdir: str | Path) -> int:
         members = tar.getmembers()
         for member in members:
             top = member.name.split("/")[0]
-            if member.name not in allowed and top != CHECKPOINTS:
+            if member.name not in allowed and top not in (CHECKPOINTS, COMPACT):
                 raise SnapshotError(f"{snapshot}: unexpected member {member.name!r}")
         workdir.mkdir(parents=True, exist_ok=True)
         tar.extractall(workdir, members=[m for m in members if m.name != MANIFEST], filter="data")
     step = int(manifest["step"])
+    if manifest.get("compact"):
+        compact = workdir / COMPACT
+        _save_state(
+            workdir / CHECKPOINTS / str(step) / STATE, _cast(_load_state(compact), jnp.float32)
+        )
+        shutil.rmtree(compact)
     if saved_steps(workdir) != [step]:
         raise SnapshotError(f"{snapshot}: holds no checkpoint folder for its step {step}")
     return step
@@ -152,13 +218,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     packer.add_argument("workdir")
     packer.add_argument("--out", required=True, help="the snapshot file to write (.tar)")
     packer.add_argument("--step", type=int, default=None, help="default: the newest saved")
+    packer.add_argument(
+        "--compact", action="store_true", help="optimizer state in bfloat16 (not bit-exact)"
+    )
     unpacker = verbs.add_parser("unpack", help="one tar file -> a new workdir")
     unpacker.add_argument("snapshot")
     unpacker.add_argument("--workdir", required=True, help="a new or empty folder")
     args = parser.parse_args(argv)
     try:
         if args.verb == "pack":
-            path = pack(args.workdir, args.out, step=args.step)
+            path = pack(args.workdir, args.out, step=args.step, compact=args.compact)
             print(f"step {read_manifest(path)['step']} of {args.workdir} -> {path}")
         else:
             step = unpack(args.snapshot, args.workdir)

@@ -349,6 +349,23 @@ def test_a_snapshot_moves_a_run_to_a_new_workdir_and_it_resumes(straight_run, tm
     assert train_steps_logged(moved) == [1, 2, 3, 4]
     with pytest.raises(snapshot.SnapshotError, match="already holds a run"):
         snapshot.unpack(packed, moved)  # nothing is overwritten
+    compact = snapshot.pack(first, tmp_path / "compact.tar", compact=True)
+    with tarfile.open(compact) as tar:
+        tar.extractall(tmp_path / "raw", filter="data")
+    state = snapshot._load_state(tmp_path / "raw" / snapshot.COMPACT)
+
+    def floats(tree) -> set[str]:
+        leaves = jax.tree.leaves(tree)
+        return {str(x.dtype) for x in leaves if jax.numpy.issubdtype(x.dtype, jax.numpy.floating)}
+
+    assert floats(state["opt_state"]) == {"bfloat16"} and floats(state["params"]) == {"float32"}
+    assert snapshot.read_manifest(compact)["compact"] == ["opt_state"]
+    assert snapshot.unpack(compact, tmp_path / "from_compact") == 2
+    assert not (tmp_path / "from_compact" / snapshot.COMPACT).exists()
+    resumed = train(tiny_config(), tmp_path / "from_compact")
+    assert resumed.step == 4  # the moments were rounded to bfloat16 once: close, not equal
+    for a, b in zip(straight, params_of(resumed), strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-4)
 
 
 def test_snapshot_errors_name_the_problem(tmp_path):
