@@ -4,7 +4,8 @@
 them), its `config.json` and `metrics.jsonl` into one tar with a manifest; `unpack` puts them
 into an empty workdir, where `dig-jax train` with the same config resumes bit for bit (a
 resumed run equals an uninterrupted one: tests/train/test_train_loop.py). Packing a step twice
-gives the same bytes: members are sorted and carry no time or owner.
+gives the same bytes (members sorted, with no time or owner), except with `--compact`, whose
+rewritten state carries orbax's timestamps.
 
     dig-jax snapshot pack workdirs/run --out run.snapshot.tar       # a stopped (or running) run
     dig-jax snapshot unpack run.snapshot.tar --workdir workdirs/run # then: dig-jax train ... again
@@ -67,6 +68,19 @@ def _add_dir(tar: tarfile.TarFile, name: str) -> None:
     tar.addfile(info)
 
 
+def _add_tree(tar: tarfile.TarFile, name: str, root: Path, skip: str | None = None) -> None:
+    """Folder `root` as `name/...` in sorted order, leaving out its top-level entry `skip`."""
+    _add_dir(tar, name)
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if skip is not None and relative.parts[0] == skip:
+            continue
+        if path.is_dir():
+            _add_dir(tar, f"{name}/{relative.as_posix()}")
+        else:
+            _add(tar, f"{name}/{relative.as_posix()}", path.read_bytes())
+
+
 def pack(
     workdir: str | Path, out: str | Path, *, step: int | None = None, compact: bool = False
 ) -> Path:
@@ -100,26 +114,12 @@ def pack(
                     _add(tar, name, (workdir / name).read_bytes())
                     manifest["files"].append(name)
             _add_dir(tar, CHECKPOINTS)
-            skip = source / STATE if compact else None
-            for path in sorted([source, *source.rglob("*")]):
-                if skip is not None and (path == skip or skip in path.parents):
-                    continue
-                name = f"{CHECKPOINTS}/{path.relative_to(source.parent).as_posix()}"
-                if path.is_dir():
-                    _add_dir(tar, name)
-                else:
-                    _add(tar, name, path.read_bytes())
+            _add_tree(tar, f"{CHECKPOINTS}/{step}", source, skip=STATE if compact else None)
             if compact:
                 with tempfile.TemporaryDirectory() as scratch:
                     folder = Path(scratch) / COMPACT
                     _save_state(folder, _cast(_load_state(source / STATE), jnp.bfloat16))
-                    _add_dir(tar, COMPACT)
-                    for path in sorted(folder.rglob("*")):
-                        name = f"{COMPACT}/{path.relative_to(folder).as_posix()}"
-                        if path.is_dir():
-                            _add_dir(tar, name)
-                        else:
-                            _add(tar, name, path.read_bytes())
+                    _add_tree(tar, COMPACT, folder)
             _add(tar, MANIFEST, json.dumps(manifest, sort_keys=True).encode() + b"\n")
     except FileNotFoundError as error:
         tmp.unlink(missing_ok=True)
