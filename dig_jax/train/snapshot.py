@@ -81,6 +81,20 @@ def _add_tree(tar: tarfile.TarFile, name: str, root: Path, skip: str | None = No
             _add(tar, f"{name}/{relative.as_posix()}", path.read_bytes())
 
 
+def _check_pack_target(out: Path) -> None:
+    """SnapshotError unless `out` is free or an earlier snapshot (which it may replace): a
+    folder or any other file of the user's is never overwritten."""
+    if out.is_dir():
+        raise SnapshotError(f"--out {out} is a folder; name the .tar file to write")
+    if out.exists():
+        try:
+            read_manifest(out)
+        except SnapshotError:
+            raise SnapshotError(
+                f"--out {out} exists and is not a dig-jax snapshot; not replacing it"
+            ) from None
+
+
 def pack(
     workdir: str | Path, out: str | Path, *, step: int | None = None, compact: bool = False
 ) -> Path:
@@ -92,6 +106,7 @@ def pack(
     so and nothing is written (stop it with SIGTERM first: it saves the step it is on).
     """
     workdir, out = Path(workdir), Path(out)
+    _check_pack_target(out)
     steps = saved_steps(workdir)
     if not steps:
         raise SnapshotError(f"{workdir}: no saved checkpoint step to pack (train it first)")

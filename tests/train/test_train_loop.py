@@ -380,6 +380,11 @@ def test_snapshot_errors_name_the_problem(tmp_path):
         snapshot.pack(tmp_path, tmp_path / "x.tar", step=5)
     junk = tmp_path / "junk.tar"
     junk.write_bytes(b"\x00not a tar")
+    with pytest.raises(snapshot.SnapshotError, match="exists and is not a dig-jax snapshot"):
+        snapshot.pack(tmp_path, junk)  # a file of the user's is never replaced
+    assert junk.read_bytes() == b"\x00not a tar"
+    with pytest.raises(snapshot.SnapshotError, match="is a folder"):
+        snapshot.pack(tmp_path, tmp_path / "checkpoints")
     with pytest.raises(snapshot.SnapshotError, match="not a dig-jax snapshot"):
         snapshot.unpack(junk, tmp_path / "new")
     with pytest.raises(snapshot.SnapshotError, match="no such snapshot file"):
