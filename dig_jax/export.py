@@ -26,6 +26,7 @@ from flax import serialization
 from dig_jax import prompts
 from dig_jax.cpu import predict_compiler_options, release_freed_memory
 from dig_jax.gestures.types import Context, GestureKind
+from dig_jax.models.heads import select_mask
 from dig_jax.models.interactive import build_segmenter, flip_averaged
 
 MAGIC = b"DIGJAX-SEGMENTER 1\n"
@@ -185,6 +186,9 @@ class LoadedSegmenter:
         # a creation click's first-pass size and the focus pass (`prompts.Passes`)
         self.passes = prompts.Passes.from_config(config, self.paper_mode)
         self.focus_pass: bool = self.passes.focus
+        # candidate masks for a creation click (`model.num_masks` > 1): the pipeline says
+        # which prompts are creation clicks, on the photo (`prompts.creation_click`)
+        self.candidates: bool = int(config.model.get("num_masks", 1)) > 1
         self._logits_fn = self._make_logits_fn()
         # XLA options for its jits (and for callers that jit `predict_logits_fn` themselves)
         self.compiler_options: dict[str, str] = predict_compiler_options()
@@ -199,26 +203,38 @@ class LoadedSegmenter:
         # points' allocator, which keeps freed pages) hand their pages back before compiling.
         release_freed_memory()
 
-    def apply_logits(self, variables: dict, x: jax.Array) -> jax.Array:
+    def apply_logits(
+        self, variables: dict, x: jax.Array, creation: jax.Array | None = None
+    ) -> jax.Array:
         """Pure: mask logits f32[B, S, S] of the network with `variables` on the model input
         f32[B, S, S, C] (for callers that jit it with the weights as an argument)."""
-        return self.apply_outputs(variables, x)["mask"]
+        return self.apply_outputs(variables, x, creation)["mask"]
 
-    def apply_outputs(self, variables: dict, x: jax.Array) -> dict[str, jax.Array]:
+    def apply_outputs(
+        self, variables: dict, x: jax.Array, creation: jax.Array | None = None
+    ) -> dict[str, jax.Array]:
         """Pure: every head's output of the network with `variables` on x f32[B, S, S, C]
-        (averaged over the left-right flip with `predict.flip`)."""
+        (averaged over the left-right flip with `predict.flip`). `creation` f32[B] (1 = a
+        creation click on the photo) decides which prompts of a candidate-mask model choose
+        among their candidates; None leaves it to the network's own test on the crop
+        (`models.heads.ambiguous_prompt`), which a crop without the previous mask fools."""
         apply = functools.partial(self.model.apply, variables, train=False)
-        return flip_averaged(apply, x) if self.passes.flip else apply(x)
+        out = flip_averaged(apply, x) if self.passes.flip else apply(x)
+        if creation is not None and "masks" in out:
+            out = {**out, "ambiguous": jnp.asarray(creation, jnp.float32)}
+            out["mask"] = select_mask(out)
+        return out
 
-    def _logits(self, x: Any) -> jax.Array:
-        return self._logits_jit(self.variables, x)
+    def _logits(self, x: Any, creation: Any = None) -> jax.Array:
+        return self._logits_jit(self.variables, x, creation)
 
-    def _outputs(self, x: Any) -> dict[str, jax.Array]:
-        return self._outputs_jit(self.variables, x)
+    def _outputs(self, x: Any, creation: Any = None) -> dict[str, jax.Array]:
+        return self._outputs_jit(self.variables, x, creation)
 
-    def logits(self, x: Any) -> jax.Array:
-        """Jitted network: model input f32[B, S, S, C] -> mask logits f32[B, S, S]."""
-        return self._logits(x)
+    def logits(self, x: Any, creation: Any = None) -> jax.Array:
+        """Jitted network: model input f32[B, S, S, C] -> mask logits f32[B, S, S]
+        (`creation`: see `apply_outputs`)."""
+        return self._logits(x, creation)
 
     def predict_logits_fn(self):
         """Pure jnp function x f32[B, H, W, C] -> mask logits f32[B, H, W] (H, W multiples of
@@ -264,7 +280,8 @@ class LoadedSegmenter:
         box = prompts.prompt_box(gesture_map, prev, self.size, self.paper_mode)
         size = self.passes.first_size(gesture_map, prev)
         crop = prompts.crop_prompt(image, gesture_map, prev, box, size)
-        out = self._network(crop, context, kind, heads)
+        creation = prompts.creation_click(gesture_map, prev) if self.candidates else None
+        out = self._network(crop, context, kind, heads, creation)
         focus = (
             prompts.refocus_box(gesture_map, prev, box, out["mask"], image.shape[:2], self.size)
             if self.focus_pass
@@ -272,11 +289,11 @@ class LoadedSegmenter:
         )
         if focus is not None:
             box, crop = focus, prompts.crop_prompt(image, gesture_map, prev, focus, self.size)
-            out = self._network(crop, context, kind, heads)
+            out = self._network(crop, context, kind, heads, creation)
         rescue = self._rescue_box(gesture_map, prev, box, out["mask"], crop, image.shape[:2])
         if rescue is not None:
             box, crop = rescue, prompts.crop_prompt(image, gesture_map, prev, rescue, self.size)
-            out = self._network(crop, context, kind, heads)
+            out = self._network(crop, context, kind, heads, creation)
         return out, crop, box, prev, image.shape[:2]
 
     def _rescue_box(self, gesture_map, prev, box, logits, crop, shape) -> prompts.ZoomBox | None:
@@ -286,10 +303,14 @@ class LoadedSegmenter:
         mask = prompts.paste_mask(logits, box, shape, prev, crop["prev_mask"])
         return self.passes.rescue(gesture_map, prev, box, mask)
 
-    def _network(self, crop: dict, context: int, kind: int | None, heads: bool) -> dict:
-        """The network's outputs on one crop (numpy, batch axis dropped; finite logits)."""
+    def _network(
+        self, crop: dict, context: int, kind: int | None, heads: bool, creation: bool | None
+    ) -> dict:
+        """The network's outputs on one crop (numpy, batch axis dropped; finite logits).
+        `creation`: whether the prompt is a creation click (candidate-mask models), or None."""
         x = jnp.asarray(self.crop_input(crop, context, kind)[None])
-        out = dict(self._outputs(x)) if heads else {"mask": self._logits(x)}
+        args = (x,) if creation is None else (x, jnp.asarray([float(creation)], jnp.float32))
+        out = dict(self._outputs(*args)) if heads else {"mask": self._logits(*args)}
         out = {k: np.asarray(v)[0] for k, v in out.items()}
         out["mask"] = _finite(out["mask"])
         return out

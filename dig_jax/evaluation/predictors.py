@@ -119,7 +119,11 @@ def segmenter_predictor(
         options = getattr(segmenter, "compiler_options", None) or None
         logits_fn = jax.jit(segmenter.predict_logits_fn(), compiler_options=options)
 
-    def network(batch: dict[str, np.ndarray]) -> np.ndarray:
+    candidates = bool(getattr(segmenter, "candidates", False))
+
+    def network(batch: dict[str, np.ndarray], creation: list[bool]) -> np.ndarray:
+        """Crop logits for a batch of crops; `creation`: which prompts are creation clicks on
+        the photo (read by candidate-mask models only)."""
         x = prompts.model_input(
             batch, input_kind, gesture_encoding, strategy=context_strategy, rng=rng
         )
@@ -127,7 +131,12 @@ def segmenter_predictor(
         padded = min(batch_size, 1 << (n - 1).bit_length())  # few shapes, little waste
         if n < padded:
             x = np.concatenate([x, np.repeat(x[-1:], padded - n, axis=0)])
-        logits = np.asarray(logits_fn(jnp.asarray(x)))[:n]
+        if candidates:
+            flags = np.zeros(len(x), np.float32)
+            flags[:n] = creation
+            logits = np.asarray(logits_fn(jnp.asarray(x), jnp.asarray(flags)))[:n]
+        else:
+            logits = np.asarray(logits_fn(jnp.asarray(x)))[:n]
         if not np.isfinite(logits).all():
             raise FloatingPointError("the segmenter produced NaN/Inf logits (corrupt weights?)")
         return logits
@@ -137,7 +146,11 @@ def segmenter_predictor(
     def run(chunk, size, boxes=None) -> list[tuple]:
         """One batched network run: [(crop logits f32[s, s], box, (H, W), prev crop), ...]."""
         batch, places = zoom_crops(chunk, size, boxes, paper_mode=paper_mode)
-        logits = network(batch)
+        creation = [
+            prompts.creation_click(s["gesture"], s["prev_mask"] if s["has_prev"] else None)
+            for s in chunk
+        ]
+        logits = network(batch, creation)
         return [(logits[i], *places[i], batch["prev_mask"][i]) for i in range(len(chunk))]
 
     def first_runs(chunk) -> list[tuple]:

@@ -142,3 +142,92 @@ class AuxHeads(nn.Module):
 def upsample_logits(logits: jax.Array, height: int, width: int) -> jax.Array:
     """Bilinear resize of logits f32[B, h, w] to f32[B, height, width]."""
     return resize_to(logits[..., None], height, width)[..., 0]
+
+
+class AltMasks(nn.Module):
+    """Alternative masks for an ambiguous prompt (a creation click: part or whole?).
+
+    Each of `count` masks is the main mask's logits (without gradient: the main mask keeps its
+    own training) plus a correction from the top features (3×3 ConvBN-ReLU to `width`, then a
+    1×1 conv whose kernel starts at zero and whose biases start at `offsets`), so that at
+    initialisation they are the main mask grown a little and a lot (a click's mask is most
+    often too small: docs/model_quality.md). top f32[B, h, w, C] (stride 4),
+    main f32[B, H, W] -> f32[B, H, W, count].
+    """
+
+    count: int = 2
+    width: int = 32
+    offsets: tuple[float, ...] = (1.0, 3.0)
+
+    @nn.compact
+    def __call__(self, top: jax.Array, main: jax.Array, train: bool) -> jax.Array:
+        if len(self.offsets) < self.count:
+            raise ValueError(f"AltMasks needs {self.count} offsets, got {self.offsets}")
+        offsets = jnp.asarray(self.offsets[: self.count], jnp.float32)
+        x = ConvBN(self.width)(top, train)
+        delta = Conv(
+            self.count, (1, 1), kernel_init=nn.initializers.zeros,
+            bias_init=lambda *_: offsets, name="delta",
+        )(x)  # fmt: skip
+        delta = resize_to(delta, *main.shape[1:3])
+        return jax.lax.stop_gradient(main)[..., None] + delta.astype(main.dtype)
+
+
+class MaskIoUHead(nn.Module):
+    """Predicted IoU of each candidate mask with the object meant (SAM's IoU head, small).
+
+    The top features and the candidates' logits at their resolution (squashed, no gradient)
+    go through two stride-2 3×3 ConvBN-ReLU of `width`; the mean and max over the map, an MLP
+    of `hidden`, one value per candidate. top f32[B, h, w, C], masks f32[B, H, W, K] (H, W
+    multiples of h, w) -> f32[B, K].
+    """
+
+    width: int = 64
+    hidden: int = 128
+
+    @nn.compact
+    def __call__(self, top: jax.Array, masks: jax.Array, train: bool) -> jax.Array:
+        batch, height, width = top.shape[:3]
+        count = masks.shape[-1]
+        fh, fw = masks.shape[1] // height, masks.shape[2] // width
+        small = masks.reshape(batch, height, fh, width, fw, count).mean(axis=(2, 4))
+        squashed = jnp.tanh(jax.lax.stop_gradient(small) / 4.0).astype(top.dtype)
+        x = jnp.concatenate([top, squashed], axis=-1)
+        x = ConvBN(self.width, strides=2)(x, train)
+        x = ConvBN(self.width, strides=2)(x, train)
+        pooled = jnp.concatenate([x.mean(axis=(1, 2)), x.max(axis=(1, 2))], axis=-1)
+        return MLP((self.hidden,), count)(pooled)
+
+
+def ambiguous_prompt(x: jax.Array, min_fill: float = 0.6) -> jax.Array:
+    """bool[B]: which prompts of the gesture-model input x f32[B, H, W, 6] (RGB | gesture |
+    distance | prev) are a creation click: no previous mask and a gesture that is one solid
+    blob at any size (crops scale the dot), filling at least `min_fill` of its bounding box
+    (the brush's disc fills 0.67 of its 11 × 11 box, a stroke far less) and the whole middle
+    third of it (an outline, however thick, leaves its middle empty). The same rule in
+    training (which samples train the alternatives) and at inference (which choose)."""
+    gesture = x[..., 3] > 0.5
+    empty_prev = ~jnp.any(x[..., 5] > 0.5, axis=(1, 2))
+
+    def bounds(marked: jax.Array) -> tuple[jax.Array, jax.Array]:
+        index = jnp.arange(marked.shape[1])  # bool[B, N] -> span, bool[B, N] middle third
+        first = jnp.min(jnp.where(marked, index, marked.shape[1]), axis=1)
+        last = jnp.max(jnp.where(marked, index, -1), axis=1)
+        span = jnp.maximum(last - first + 1, 0)
+        middle = (index >= (first + span // 3)[:, None]) & (index <= (last - span // 3)[:, None])
+        return span, middle
+
+    height, rows = bounds(gesture.any(axis=2))
+    width, cols = bounds(gesture.any(axis=1))
+    area = gesture.sum(axis=(1, 2))
+    middle = rows[:, :, None] & cols[:, None, :]
+    solid = ~jnp.any(middle & ~gesture, axis=(1, 2))
+    return empty_prev & (area > 0) & (area >= min_fill * height * width) & solid
+
+
+def select_mask(outputs: dict[str, jax.Array]) -> jax.Array:
+    """f32[B, H, W]: for an ambiguous prompt, the candidate in outputs["masks"] f32[B, H, W, K]
+    with the highest outputs["iou"] f32[B, K]; otherwise the main mask (candidate 0)."""
+    masks, iou = outputs["masks"], outputs["iou"]
+    best = jnp.where(outputs["ambiguous"] > 0.5, jnp.argmax(iou, axis=-1), 0)
+    return jnp.take_along_axis(masks, best[:, None, None, None], axis=-1)[..., 0]

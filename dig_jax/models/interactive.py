@@ -17,7 +17,17 @@ import jax.numpy as jnp
 
 from dig_jax.cpu import Conv
 from dig_jax.models.efficientnet_lite import STEM_WIDTH, EfficientNetLite, normalize_rgb
-from dig_jax.models.heads import AuxHeads, FineHead, FPNHead, FusionHead, upsample_logits
+from dig_jax.models.heads import (
+    AltMasks,
+    AuxHeads,
+    FineHead,
+    FPNHead,
+    FusionHead,
+    MaskIoUHead,
+    ambiguous_prompt,
+    select_mask,
+    upsample_logits,
+)
 from dig_jax.models.hrnet import HRNet
 
 INPUT_CHANNELS = {"gesture": 6, "context": 7}  # model input channels per input kind
@@ -58,6 +68,12 @@ class Segmenter(nn.Module):
     into an FPN decoder of `head_width`, with a stride-2 `FineHead` when `fine_head`).
     Returns mask logits f32[B, H, W] and, when
     `multihead`, context f32[B] (logit of ADD) and kind f32[B, 5].
+
+    With `num_masks` > 1 (gesture input only) it also returns candidates "masks" f32[B, H, W,
+    K] (the main mask first, then `AltMasks`), their predicted IoU "iou" f32[B, K]
+    (`MaskIoUHead`) and "ambiguous" f32[B] (`ambiguous_prompt`: a creation click); "mask" is
+    then the chosen candidate (`select_mask`). `train_trunk=False` runs everything else in
+    inference mode and without gradient, so that training moves only the candidates' heads.
     """
 
     in_channels: int = 6
@@ -73,31 +89,44 @@ class Segmenter(nn.Module):
     aux_reduce: int = 48
     aux_pool: int = 32
     aux_hidden: tuple[int, ...] = (1024, 512)
+    num_masks: int = 1
+    train_trunk: bool = True
 
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = False) -> dict[str, jax.Array]:
         if x.ndim != 4 or x.shape[-1] != self.in_channels:
             raise ValueError(f"x must be f32[B, H, W, {self.in_channels}], got shape {x.shape}")
+        if self.num_masks > 1 and self.in_channels != INPUT_CHANNELS["gesture"]:
+            raise ValueError("num_masks > 1 needs the gesture input (6 channels)")
         height, width = x.shape[1:3]
         rgb, maps = normalize_rgb(x[..., :3]), x[..., 3:]
+        trunk_train = train and self.train_trunk
         if self.backbone == "hrnet18s":
             features = HRNet(
                 self.widths, self.stem_width, self.stage1_planes, self.blocks, self.stage_modules
-            )(jnp.concatenate([rgb, maps], axis=-1), train)
-            logits, top = FusionHead(self.head_width)(features, train)
+            )(jnp.concatenate([rgb, maps], axis=-1), trunk_train)
+            logits, top = FusionHead(self.head_width)(features, trunk_train)
         elif self.backbone == "efficientnet_lite0":
             features = EfficientNetLite(self.fine_head, name="backbone")(
-                rgb, train, stem_extra=PromptStem(name="prompt_stem")(maps)
+                rgb, trunk_train, stem_extra=PromptStem(name="prompt_stem")(maps)
             )
             fine, features = (features[0], features[1:]) if self.fine_head else (None, features)
             small = pool_to(maps, *features[0].shape[1:3])
-            logits, top = FPNHead(self.head_width)(features, small, train)
+            logits, top = FPNHead(self.head_width)(features, small, trunk_train)
             if fine is not None:
                 maps2 = pool_to(maps, *fine.shape[1:3])
-                logits = FineHead(name="fine_head")(logits, top, fine, maps2, train)
+                logits = FineHead(name="fine_head")(logits, top, fine, maps2, trunk_train)
         else:
             raise ValueError(f"backbone must be one of {BACKBONES}, got {self.backbone!r}")
+        if not self.train_trunk:
+            logits, top = jax.lax.stop_gradient((logits, top))
         out = {"mask": upsample_logits(logits, height, width)}
+        if self.num_masks > 1:
+            alt = AltMasks(self.num_masks - 1, name="alt_masks")(top, out["mask"], train)
+            out["masks"] = jnp.concatenate([out["mask"][..., None], alt], axis=-1)
+            out["iou"] = MaskIoUHead(name="iou_head")(top, out["masks"], train)
+            out["ambiguous"] = ambiguous_prompt(x).astype(jnp.float32)
+            out["mask"] = select_mask(out)
         if self.multihead:
             out.update(AuxHeads(self.aux_reduce, self.aux_pool, self.aux_hidden)(top, train))
         return out
@@ -107,13 +136,18 @@ def flip_averaged(apply: Any, x: jax.Array) -> dict[str, jax.Array]:
     """Test-time flip: `apply`'s outputs on x f32[B, H, W, C] averaged with those on x flipped
     left-right (one batch of 2B; training crops are flipped with probability 1/2, so both views
     are in distribution). Mask logits f32[B, H, W] are flipped back before the mean; the
-    per-sample heads (context f32[B], kind f32[B, 5]) are averaged as they are."""
+    per-sample heads (context f32[B], kind f32[B, 5]) are averaged as they are. Candidate
+    masks f32[B, H, W, K] are flipped back too, and the choice among them is made again on
+    the averaged predicted IoU (`select_mask`)."""
     both = apply(jnp.concatenate([x, x[:, :, ::-1]]))
     batch = x.shape[0]
     out = {}
     for key, value in both.items():
         second = value[batch:]
-        out[key] = 0.5 * (value[:batch] + (second[:, :, ::-1] if key == "mask" else second))
+        spatial = key in ("mask", "masks")
+        out[key] = 0.5 * (value[:batch] + (second[:, :, ::-1] if spatial else second))
+    if "masks" in out:
+        out["mask"] = select_mask(out)
     return out
 
 
@@ -138,6 +172,8 @@ def build_segmenter(model_config: Any) -> Segmenter:
         aux_reduce=model_config.aux_reduce,
         aux_pool=model_config.aux_pool,
         aux_hidden=tuple(model_config.aux_hidden),
+        num_masks=int(model_config.get("num_masks", 1)),
+        train_trunk=bool(model_config.get("train_trunk", True)),
     )
 
 

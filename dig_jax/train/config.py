@@ -99,6 +99,9 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     c.model.backbone = "hrnet18s"  # or "efficientnet_lite0" (`with_lite_backbone`)
     c.model.pretrained = ""  # "imagenet" or a weights path (EfficientNet-Lite0 only)
     c.model.fine_head = False  # EfficientNet: stride-2 boundary refinement of the logits
+    # > 1: candidate masks for a creation click, chosen by a predicted IoU (models.heads.AltMasks)
+    c.model.num_masks = 1
+    c.model.train_trunk = True  # False: train only heads outside the trunk (optim.trainable)
     small = variant in ("demo", "tiny")
     c.model.aux_reduce = 4 if variant == "tiny" else (16 if small else 48)
     c.model.aux_pool = 4 if variant == "tiny" else (8 if small else 32)
@@ -116,6 +119,7 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     c.loss.obey_weight = 0.0
     c.loss.obey_radius = 4.0
     c.loss.obey_kinds = (0, 1)
+    c.loss.iou_weight = 1.0  # candidate masks' predicted IoU (model.num_masks > 1)
 
     c.optim = ml_collections.ConfigDict()
     c.optim.lr = 3e-4 if variant in ("paper", "tiny") else 1e-3  # short CPU budgets: faster
@@ -124,6 +128,7 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
     c.optim.warmup_steps = {"paper": 500, "offline": 200, "demo": 25, "tiny": 0}[variant]
     c.optim.grad_clip = 0.0 if variant == "tiny" else 1.0
     c.optim.backbone_lr_mult = 1.0  # lr factor of the params under 'backbone' (pre-trained)
+    c.optim.trainable = ()  # top-level parameter keys trained; () = all (state.make_optimizer)
     # One flat vector per optimizer group (optax.flatten): a smaller program (compile time,
     # executable memory), same update. False: one optimizer state per parameter (workdirs
     # written before this option existed resume only with False).
@@ -375,6 +380,12 @@ def validate_config(c: ml_collections.ConfigDict, num_devices: int | None = None
         "needs model.backbone='efficientnet_lite0'",
         pretrained,
     )
+    num_masks = c.model.get("num_masks", 1)
+    _check(num_masks >= 1, "model.num_masks", "must be >= 1", num_masks)
+    gesture_input = c.model.input_kind == "gesture"
+    _check(num_masks == 1 or gesture_input, "model.num_masks", "> 1 needs input_kind 'gesture'",
+           num_masks)  # fmt: skip
+    _check(num_masks <= 3, "model.num_masks", "must be <= 3 (two alternative offsets)", num_masks)
     mult = c.optim.get("backbone_lr_mult", 1.0)
     _check(mult >= 0, "optim.backbone_lr_mult", "must be >= 0", mult)
     for key in ("stem_width", "stage1_planes", "blocks", "head_width", "aux_reduce", "aux_pool"):

@@ -72,6 +72,17 @@ def obey_loss(
     return jnp.sum(per_pixel * pixels, axes) / jnp.maximum(count, 1.0), count > 0
 
 
+def candidate_iou(masks: jax.Array, target: jax.Array) -> jax.Array:
+    """IoU of each thresholded candidate (logit > 0) in masks f32[B, H, W, K] with target
+    {0,1,255}[B, H, W] over non-void pixels, without gradient; f32[B, K] (1 when both are
+    empty)."""
+    valid, positive = _valid_and_positive(target)
+    pred = (jax.lax.stop_gradient(masks) > 0).astype(jnp.float32) * valid[..., None]
+    inter = jnp.sum(pred * positive[..., None], axis=(1, 2))
+    union = jnp.sum(pred, axis=(1, 2)) + jnp.sum(positive, axis=(1, 2))[:, None] - inter
+    return jnp.where(union > 0, inter / jnp.maximum(union, 1.0), 1.0)
+
+
 def context_bce(logits: jax.Array, context: jax.Array) -> jax.Array:
     """BCE of the context logit f32[B] against context int[B] (ADD = 1, REMOVE = 0); f32[B]."""
     return optax.sigmoid_binary_cross_entropy(logits, jnp.asarray(context, jnp.float32))
@@ -90,17 +101,37 @@ def total_loss(
     `loss_config` fields: mask ('nfl' | 'bce'), mask_weight, context_weight, kind_weight,
     focal_alpha, focal_gamma, and optionally obey_weight, obey_radius, obey_kinds (`obey_loss`;
     weight 0 or absent: off). Returns (scalar loss, dict of component means).
+
+    A model with candidate masks (outputs "masks", "iou", "ambiguous") is trained as SAM
+    trains its ambiguity outputs: on an ambiguous prompt only the best candidate's mask loss
+    counts, plus `iou_weight` × the squared error of the predicted IoUs (`candidate_iou`);
+    on any other prompt the main mask's loss (candidate 0).
     """
-    if loss_config.mask == "nfl":
-        mask = normalized_focal_loss(
-            outputs["mask"], batch["target"], loss_config.focal_alpha, loss_config.focal_gamma
-        )
-    elif loss_config.mask == "bce":
-        mask = sigmoid_bce(outputs["mask"], batch["target"])
-    else:
+    if loss_config.mask not in MASK_LOSSES:
         raise ValueError(f"loss.mask must be one of {MASK_LOSSES}, got {loss_config.mask!r}")
-    parts = {"mask_loss": jnp.mean(mask)}
+
+    def mask_loss(logits: jax.Array) -> jax.Array:
+        if loss_config.mask == "nfl":
+            return normalized_focal_loss(
+                logits, batch["target"], loss_config.focal_alpha, loss_config.focal_gamma
+            )
+        return sigmoid_bce(logits, batch["target"])
+
+    parts = {}
+    if "masks" in outputs:
+        masks = outputs["masks"]
+        each = jnp.stack([mask_loss(masks[..., k]) for k in range(masks.shape[-1])], axis=-1)
+        ambiguous = outputs["ambiguous"]
+        mask = jnp.where(ambiguous > 0.5, jnp.min(each, axis=-1), each[:, 0])
+        error = jnp.mean((outputs["iou"] - candidate_iou(masks, batch["target"])) ** 2, axis=-1)
+        parts["iou_loss"] = jnp.sum(error * ambiguous) / jnp.maximum(jnp.sum(ambiguous), 1.0)
+        parts["ambiguous"] = jnp.mean(ambiguous)
+    else:
+        mask = mask_loss(outputs["mask"])
+    parts["mask_loss"] = jnp.mean(mask)
     loss = loss_config.mask_weight * parts["mask_loss"]
+    if "iou_loss" in parts:
+        loss = loss + loss_config.get("iou_weight", 1.0) * parts["iou_loss"]
     obey_weight = loss_config.get("obey_weight", 0.0)
     if obey_weight > 0:
         obey, has = obey_loss(

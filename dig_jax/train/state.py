@@ -68,6 +68,8 @@ def make_optimizer(optim_config: Any, total_steps: int) -> optax.GradientTransfo
 
     `backbone_lr_mult` != 1 scales the learning rate of the parameters under the top-level
     'backbone' key (pre-trained features are fine-tuned gently, as RITM does with 0.1).
+    A non-empty `trainable` (top-level parameter keys) leaves every other parameter as it is
+    (`optax.set_to_zero`: no update, no weight decay).
     With `flat` (True in every config `base_config` makes; False when the key is missing) each
     transformation sees the parameters as one raveled vector (`optax.flatten`): the same
     arithmetic per element, but one fused update instead of one per parameter leaf, which
@@ -80,21 +82,31 @@ def make_optimizer(optim_config: Any, total_steps: int) -> optax.GradientTransfo
     wrap = optax.flatten if flat else (lambda tx: tx)
     schedule = make_schedule(optim_config, total_steps)
     mult = float(optim_config.get("backbone_lr_mult", 1.0))
+    trainable = tuple(optim_config.get("trainable", ()))
     adamw = optax.adamw(schedule, weight_decay=optim_config.weight_decay)
     clip = optax.clip_by_global_norm(optim_config.grad_clip) if optim_config.grad_clip > 0 else None
-    if mult == 1.0:
+    slow_backbone = mult != 1.0 and (not trainable or "backbone" in trainable)
+    if not slow_backbone and not trainable:
         return wrap(optax.chain(clip, adamw) if clip is not None else adamw)
-    slow = optax.adamw(lambda step: schedule(step) * mult, optim_config.weight_decay)
+    transforms = {"rest": wrap(adamw)}
+    if slow_backbone:
+        transforms["backbone"] = wrap(
+            optax.adamw(lambda step: schedule(step) * mult, optim_config.weight_decay)
+        )
+    if trainable:
+        transforms["frozen"] = optax.set_to_zero()
+
+    def group(key: str) -> str:
+        if trainable and key not in trainable:
+            return "frozen"
+        return "backbone" if key == "backbone" and slow_backbone else "rest"
 
     def labels(params: Any) -> Any:
-        return {
-            key: jax.tree.map(lambda _, k=key: "backbone" if k == "backbone" else "rest", sub)
-            for key, sub in params.items()
-        }
+        return {key: jax.tree.map(lambda _, k=key: group(k), sub) for key, sub in params.items()}
 
     # Labels read the parameter tree, so each group is flattened on its own (and the clip,
     # which spans both groups, before them).
-    grouped = optax.multi_transform({"backbone": wrap(slow), "rest": wrap(adamw)}, labels)
+    grouped = optax.multi_transform(transforms, labels)
     return optax.chain(wrap(clip), grouped) if clip is not None else grouped
 
 
