@@ -189,6 +189,11 @@ class LoadedSegmenter:
         # candidate masks for a creation click (`model.num_masks` > 1): the pipeline says
         # which prompts are creation clicks, on the photo (`prompts.creation_click`)
         self.candidates: bool = int(config.model.get("num_masks", 1)) > 1
+        # an alternative candidate is chosen only where its predicted IoU is this much higher
+        margin = (config.get("predict", None) or {}).get("candidate_margin", 0.0)
+        if isinstance(margin, bool) or not isinstance(margin, int | float) or not 0 <= margin <= 1:
+            raise ValueError(f"predict.candidate_margin must be a number in [0, 1], got {margin!r}")
+        self.candidate_margin = float(margin)
         self._logits_fn = self._make_logits_fn()
         # XLA options for its jits (and for callers that jit `predict_logits_fn` themselves)
         self.compiler_options: dict[str, str] = predict_compiler_options()
@@ -222,7 +227,7 @@ class LoadedSegmenter:
         out = flip_averaged(apply, x) if self.passes.flip else apply(x)
         if creation is not None and "masks" in out:
             out = {**out, "ambiguous": jnp.asarray(creation, jnp.float32)}
-            out["mask"] = select_mask(out)
+            out["mask"] = select_mask(out, self.candidate_margin)
         return out
 
     def _logits(self, x: Any, creation: Any = None) -> jax.Array:

@@ -225,9 +225,11 @@ def ambiguous_prompt(x: jax.Array, min_fill: float = 0.6) -> jax.Array:
     return empty_prev & (area > 0) & (area >= min_fill * height * width) & solid
 
 
-def select_mask(outputs: dict[str, jax.Array]) -> jax.Array:
+def select_mask(outputs: dict[str, jax.Array], margin: float = 0.0) -> jax.Array:
     """f32[B, H, W]: for an ambiguous prompt, the candidate in outputs["masks"] f32[B, H, W, K]
-    with the highest outputs["iou"] f32[B, K]; otherwise the main mask (candidate 0)."""
+    with the highest outputs["iou"] f32[B, K], an alternative only where its predicted IoU
+    beats the main mask's by more than `margin`; otherwise the main mask (candidate 0)."""
     masks, iou = outputs["masks"], outputs["iou"]
+    iou = iou.at[:, 0].add(margin)
     best = jnp.where(outputs["ambiguous"] > 0.5, jnp.argmax(iou, axis=-1), 0)
     return jnp.take_along_axis(masks, best[:, None, None, None], axis=-1)[..., 0]

@@ -66,6 +66,11 @@ def test_select_mask_takes_the_best_candidate_only_when_ambiguous():
     chosen = np.asarray(select_mask(outputs))
     assert (chosen[0] == 2).all()  # the highest predicted IoU
     assert (chosen[1] == 0).all()  # not ambiguous: the main mask whatever the scores
+    close = {**outputs, "iou": jnp.array([[0.5, 0.55, 0.1], [0.5, 0.7, 0.1]])}
+    close["ambiguous"] = jnp.array([1.0, 1.0])
+    assert np.asarray(select_mask(close))[:, 0, 0].tolist() == [1.0, 1.0]
+    # with a margin of 0.1 an alternative must beat the main mask by more than that
+    assert np.asarray(select_mask(close, margin=0.1))[:, 0, 0].tolist() == [0.0, 1.0]
 
 
 def test_candidate_iou_known_values_and_void():
@@ -202,6 +207,10 @@ def test_exported_candidate_model_predicts_a_click(tiny_state, tmp_path):
     click = stroke_map(np.array([[20.0, 18.0]]), (40, 50), closed=False)
     mask = loaded.predict(image, click)
     assert mask.shape == (40, 50) and set(np.unique(mask)) <= {0, 1}
+    for bad in (-0.1, 2.0, True, "0.1"):
+        config.predict = ml_collections.ConfigDict({"candidate_margin": bad})
+        with pytest.raises(ValueError, match=r"predict\.candidate_margin"):
+            LoadedSegmenter(config, variables)
 
 
 def test_config_rejects_candidates_for_the_context_model():
