@@ -93,9 +93,10 @@ chooses among them, as SAM does for one point: a click alone does not say whethe
 a part or the whole. Only those two heads train (`model.train_trunk` False,
 `optim.trainable`), from `offline_long3x`'s checkpoint, on creation clicks alone (every
 other prompt runs exactly as the default's), for `MULTIMASK_STEPS` steps at lr 1e-3 (27 min).
-Measured, not shipped: held-out first clicks 0.402 -> 0.412, and the loop worse (COCO-MVal
-NoG@90 with clicks 11.57 -> 12.10, mean IoU after 20 clicks 0.910 -> 0.777): the grown first
-masks take in background the default's REMOVE clicks do not take back (docs/model_quality.md).
+Measured, not shipped: held-out first clicks 0.402 -> 0.412 (0.446 with
+`predict.candidate_margin` 0.1), and the loop ends lower (COCO-MVal mean IoU after 20 clicks
+0.910 -> 0.777, 0.857 with the margin): the grown first masks take in background the
+default's REMOVE clicks do not take back (docs/model_quality.md).
 """
 
 from __future__ import annotations
