@@ -146,8 +146,9 @@ def segmenter_predictor(
     def run(chunk, size, boxes=None) -> list[tuple]:
         """One batched network run: [(crop logits f32[s, s], box, (H, W), prev crop), ...]."""
         batch, places = zoom_crops(chunk, size, boxes, paper_mode=paper_mode)
-        creation = [
-            prompts.creation_click(s["gesture"], s["prev_mask"] if s["has_prev"] else None)
+        creation = [  # read by candidate-mask models only
+            candidates
+            and prompts.creation_click(s["gesture"], s["prev_mask"] if s["has_prev"] else None)
             for s in chunk
         ]
         logits = network(batch, creation)
