@@ -386,6 +386,11 @@ def validate_config(c: ml_collections.ConfigDict, num_devices: int | None = None
     _check(num_masks == 1 or gesture_input, "model.num_masks", "> 1 needs input_kind 'gesture'",
            num_masks)  # fmt: skip
     _check(num_masks <= 3, "model.num_masks", "must be <= 3 (two alternative offsets)", num_masks)
+    trainable = tuple(c.optim.get("trainable", ()))
+    frozen_trunk = not c.model.get("train_trunk", True)
+    # a trunk run without gradient still decays under AdamW unless its parameters are frozen
+    _check(not frozen_trunk or bool(trainable), "model.train_trunk", "False needs optim.trainable",
+           frozen_trunk)  # fmt: skip
     mult = c.optim.get("backbone_lr_mult", 1.0)
     _check(mult >= 0, "optim.backbone_lr_mult", "must be >= 0", mult)
     for key in ("stem_width", "stage1_planes", "blocks", "head_width", "aux_reduce", "aux_pool"):

@@ -102,6 +102,11 @@ def make_optimizer(optim_config: Any, total_steps: int) -> optax.GradientTransfo
         return "backbone" if key == "backbone" and slow_backbone else "rest"
 
     def labels(params: Any) -> Any:
+        unknown = sorted(set(trainable) - set(params))
+        if unknown:  # a misspelt key would silently freeze the whole model
+            raise ValueError(
+                f"optim.trainable: the model has no {unknown} (it has {sorted(params)})"
+            )
         return {key: jax.tree.map(lambda _, k=key: group(k), sub) for key, sub in params.items()}
 
     # Labels read the parameter tree, so each group is flattened on its own (and the clip,

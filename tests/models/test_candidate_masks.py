@@ -115,6 +115,7 @@ def tiny_config(num_masks: int = 3, train_trunk: bool = False) -> ml_collections
     config.model.update(TINY_MODEL_CONFIG)
     config.model.num_masks = num_masks
     config.model.train_trunk = train_trunk
+    config.optim.trainable = () if train_trunk else ("alt_masks", "iou_head")
     config.image_size = SIZE
     return config
 
@@ -222,6 +223,18 @@ def test_config_rejects_candidates_for_the_context_model():
     config = tiny_config(num_masks=4)
     with pytest.raises(ValueError, match=r"model\.num_masks"):
         validate_config(config)
+    config = tiny_config()
+    config.optim.trainable = ()
+    with pytest.raises(ValueError, match=r"model\.train_trunk"):
+        validate_config(config)
+
+
+def test_optimizer_rejects_a_trainable_key_the_model_lacks():
+    config = base_config("tiny").optim
+    config.trainable = ("alt_mask",)  # misspelt
+    tx = make_optimizer(config, total_steps=4)
+    with pytest.raises(ValueError, match=r"optim\.trainable.*alt_mask"):
+        tx.init({"alt_masks": jnp.zeros(2), "backbone": jnp.zeros(3)})
 
 
 def test_the_pipeline_says_which_prompts_choose(tiny_state, tmp_path):
