@@ -97,6 +97,13 @@ Measured, not shipped: held-out first clicks 0.402 -> 0.412 (0.446 with
 `predict.candidate_margin` 0.1), and the loop ends lower (COCO-MVal mean IoU after 20 clicks
 0.910 -> 0.777, 0.857 with the margin): the grown first masks take in background the
 default's REMOVE clicks do not take back (docs/model_quality.md).
+
+`offline_long3x_grow` continues `offline_long3x`'s checkpoint for `GROW_STEPS` steps on the same
+data and iterative schedule at lr 1e-4 with grown first masks (`iterative.grow_prob` 0.5:
+half of the samples in an iterative batch start from the model's own mask grown along its
+logits to 1.5-4x the region's area, then corrected by a click, `dig_jax.train.iterative`): every
+lever that grew the first click's mask lost the loop to REMOVE clicks that take back too little
+(docs/model_quality.md).
 """
 
 from __future__ import annotations
@@ -116,6 +123,7 @@ LONG3X_STEPS = 3 * LONG_STEPS
 CLICKS_STEPS = 3500
 CONTINUE_STEPS = 3000
 MULTIMASK_STEPS = 6000
+GROW_STEPS = 2500
 
 
 def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
@@ -132,6 +140,7 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
         "offline_long3x_coarse_clicks",
         "offline_long_leak_clicks",
         "offline_long3x_multimask",
+        "offline_long3x_grow",
     )
     config = with_lite_backbone(base_config("offline" if long else arg))
     config.data.multi_region_prob = 0.2
@@ -173,6 +182,13 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
             config.optim.lr = 1e-4  # gentler than offline_clicks/offline_obey (3e-4)
         if arg == "offline_long3x_multimask":
             with_candidate_masks(config)
+        if arg == "offline_long3x_grow":  # the default continued with grown first masks
+            config.init_from = str(CHECKPOINT_DIR / "lite_iterative_offline_long3x.digjax")
+            config.total_steps = GROW_STEPS
+            config.optim.lr = 1e-4
+            config.iterative.grow_prob = 0.5
+            config.iterative.grow_scale = (1.5, 4.0)
+            config.iterative.grow_kinds = (0,)
     elif config.variant == "offline":  # the shipped run's budget (checkpoints/README.md)
         with_real_fine_tune(config, str(CHECKPOINT_DIR / "lite_dataaug_offline.digjax"))
     return config

@@ -185,8 +185,11 @@ def base_config(variant: str) -> ml_collections.ConfigDict:
 
     # Iterative training (`dig_jax.train.iterative`): the model's own masks as previous masks.
     c.iterative = ml_collections.ConfigDict(
-        dict(prob=0.0, max_steps=3, min_area=20, kinds=(0, 1, 2, 3, 4))
-    )
+        dict(
+            prob=0.0, max_steps=3, min_area=20, kinds=(0, 1, 2, 3, 4),
+            grow_prob=0.0, grow_scale=(1.5, 4.0), grow_kinds=(0,),
+        )
+    )  # fmt: skip
     c.init_from = ""  # an exported segmenter (.digjax) whose weights start a new run
 
     c.checkpoint = ml_collections.ConfigDict()

@@ -103,10 +103,10 @@ def eval_step(variables: dict, batch: dict, *, model, input_kind: str) -> dict[s
     return scores
 
 
-def predicted_masks(variables: dict, batch: dict, *, model, input_kind: str) -> jax.Array:
-    """uint8[B, H, W]: the thresholded masks of the model in inference mode (no gradient)."""
+def predicted_logits(variables: dict, batch: dict, *, model, input_kind: str) -> jax.Array:
+    """float32[B, H, W]: the mask logits of the model in inference mode (no gradient)."""
     outputs = model.apply(variables, batch_to_input(batch, input_kind), train=False)
-    return (outputs["mask"] > 0).astype(jnp.uint8)
+    return outputs["mask"].astype(jnp.float32)
 
 
 def to_global(batch: dict, mesh: Mesh) -> dict[str, jax.Array]:
@@ -253,17 +253,17 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
     )
 
     iterative = IterativeConfig.from_config(config)
-    masks_fn = jax.jit(
-        functools.partial(predicted_masks, model=model, input_kind=config.model.input_kind),
+    logits_fn = jax.jit(
+        functools.partial(predicted_logits, model=model, input_kind=config.model.input_kind),
         in_shardings=(replicated, data_sharding),
         out_shardings=data_sharding,
         compiler_options=predict_compiler_options() or None,
     )
 
-    def own_masks(local_batch: dict) -> np.ndarray:
-        """This process's rows of the current model's masks for its share of the batch."""
-        masks = masks_fn(state.variables, to_global(local_batch, mesh))
-        return np.asarray(multihost_utils.global_array_to_host_local_array(masks, mesh, P("data")))
+    def own_logits(local_batch: dict) -> np.ndarray:
+        """This process's rows of the current model's mask logits for its share of the batch."""
+        logits = logits_fn(state.variables, to_global(local_batch, mesh))
+        return np.asarray(multihost_utils.global_array_to_host_local_array(logits, mesh, P("data")))
 
     clicks = config.model.input_kind == "context" and config.model.context_encoding == "clicks"
     encode = encode_context_clicks if clicks else None
@@ -325,7 +325,7 @@ def train(config, workdir: str | Path, *, stop_after_steps: int | None = None) -
                 batch = {k: np.array(v) for k, v in next(train_iter).items()}
                 if iterative.prob > 0:  # seeded by step: a resumed run draws the same rounds
                     rng = np.random.default_rng([config.seed, step, jax.process_index()])
-                    batch, passes = iterate_batch(batch, own_masks, rng, iterative, encode)
+                    batch, passes = iterate_batch(batch, own_logits, rng, iterative, encode)
                     passes_sum += passes
                 if robust.enabled:  # after the iterative rounds: the step's last interactions
                     started = time.perf_counter()

@@ -13,7 +13,7 @@ from dig_jax.data.regions import VOID
 from dig_jax.gestures.types import Context, GestureKind
 from dig_jax.train.__main__ import load_config
 from dig_jax.train.config import validate_config
-from dig_jax.train.iterative import IterativeConfig, iterate_batch, next_interaction
+from dig_jax.train.iterative import IterativeConfig, grow_masks, iterate_batch, next_interaction
 from dig_jax.train.train import train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,10 +93,58 @@ def test_iterate_batch_is_deterministic_and_off_at_prob_zero():
     assert off is batch and none == 0
 
 
+def test_grow_masks_takes_the_highest_logits_up_to_the_scaled_region_area():
+    logits = np.full((3, S, S), -5.0, np.float32)
+    logits[:, 10:20, 10:20] = 1.0  # the model's own mask: 100 px
+    ramp = np.arange(S * S, dtype=np.float32).reshape(S, S) / (S * S) - 2.0  # in [-2, -1)
+    logits[:, 30:, :] = ramp[30:]  # then the bottom rows, highest last
+    region = np.zeros((3, S, S), np.uint8)
+    region[:, 10:20, 10:20] = 1  # 100 px
+    void = np.zeros((3, S, S), np.uint8)
+    void[2, 10:15, 10:20] = 1  # half of the third region is void: 50 px count
+    grown = grow_masks(logits, region, void, np.array([3.0, 0.5, 3.0]))
+    assert grown[0].sum() == 300 and grown[0][10:20, 10:20].all()
+    order = np.argsort(-logits[0].ravel(), kind="stable")[:300]
+    np.testing.assert_array_equal(np.flatnonzero(grown[0].ravel()), np.sort(order))
+    assert grown[0][S - 1, S - 200 + 100 :].all()  # the 200 added pixels: the highest of the ramp
+    np.testing.assert_array_equal(grown[1], logits[1] > 0)  # never below its own mask
+    assert grown[2].sum() == 150
+    huge = grow_masks(logits[:1], region[:1], void[:1], np.array([1000.0]))
+    assert huge.sum() == int(0.9 * S * S)  # at most 0.9 of the crop
+
+
+def test_a_grown_first_mask_is_corrected_by_a_grow_kind_and_growth_off_draws_nothing_new():
+    batch = _batch(4)
+    logits = np.full((4, S, S), -3.0, np.float32)
+    logits[:, 8:40, 8:40] = 2.0  # the model's own mask is the region exactly ...
+    logits[:, :8, :] = -1.0  # ... and it would grow into the top rows first
+    kinds = (int(GestureKind.SCRIBBLE),)
+    config = IterativeConfig(
+        prob=1.0, max_steps=1, kinds=kinds, grow_prob=1.0, grow_scale=(2.0, 2.0)
+    )
+    out, passes = iterate_batch(batch, lambda b: logits, np.random.default_rng(3), config)
+    assert passes == 1
+    for i in range(4):  # 1024 px region grown to 2048: the 384 top-row pixels and 640 more
+        assert out["prev_mask"][i].sum() == 2048 and out["prev_mask"][i][:8].all()
+        assert out["context"][i] == Context.REMOVE and out["has_prev"][i]
+        assert out["gesture_kind"][i] == GestureKind.CLICK  # grow_kinds, not kinds
+    plain = IterativeConfig(prob=1.0, max_steps=1, kinds=kinds)
+    off, _ = iterate_batch(batch, lambda b: logits, np.random.default_rng(3), plain)
+    # ungrown, the model's mask is the region: no error, so no new interaction
+    assert not off["has_prev"].any() and not off["prev_mask"].any()
+    masks, _ = iterate_batch(
+        batch, lambda b: (logits > 0).astype(np.uint8), np.random.default_rng(3), plain
+    )
+    for key in batch:  # with growth off, logits and {0,1} masks give the same bytes
+        assert masks[key].tobytes() == off[key].tobytes()
+
+
 @pytest.mark.parametrize(
     ("field", "value", "message"),
-    [("prob", 1.5, "prob: must be in"), ("max_steps", 0, "max_steps"), ("kinds", (7,), "kinds")],
-)
+    [("prob", 1.5, "prob: must be in"), ("max_steps", 0, "max_steps"), ("kinds", (7,), "kinds"),
+     ("grow_prob", -0.1, "grow_prob"), ("grow_scale", (0.5, 2.0), "grow_scale"),
+     ("grow_scale", (3.0, 2.0), "grow_scale"), ("grow_kinds", (), "grow_kinds")],
+)  # fmt: skip
 def test_bad_iterative_fields_are_named(field, value, message):
     config = load_config(str(ROOT / "experiments" / "lite_iterative.py") + ":tiny")
     config.iterative[field] = value
@@ -154,6 +202,13 @@ def test_lite_iterative_variants_validate():
     rest = {k: v for k, v in wide.data.items() if k != "coarse_over"}
     assert rest == {k: v for k, v in clicks_only.data.items() if k != "coarse_over"}
     assert wide.to_dict() | {"data": None} == clicks_only.to_dict() | {"data": None}
+    grow = load_config(f"{path}:offline_long3x_grow")  # the default continued, grown masks
+    validate_config(grow)
+    assert grow.init_from.endswith("lite_iterative_offline_long3x.digjax")
+    assert grow.iterative.grow_prob == 0.5 and tuple(grow.iterative.grow_kinds) == (0,)
+    assert longer.iterative.grow_prob == 0.0
+    same = {"iterative": None, "init_from": "", "total_steps": 0, "optim": None}
+    assert grow.to_dict() | same == longer.to_dict() | same
 
 
 @pytest.mark.parametrize("variant", ["offline_long", "offline_long3x"])
