@@ -209,6 +209,13 @@ def test_lite_iterative_variants_validate():
     assert longer.iterative.grow_prob == 0.0
     same = {"iterative": None, "init_from": "", "total_steps": 0, "optim": None}
     assert grow.to_dict() | same == longer.to_dict() | same
+    more = load_config(f"{path}:offline_long3x_more")  # ... and continued, nothing changed
+    validate_config(more)
+    assert more.init_from == grow.init_from and more.optim.lr == grow.optim.lr
+    assert more.total_steps == 6000 and more.iterative == longer.iterative
+    assert more.to_dict() | {"total_steps": 0} == grow.to_dict() | {
+        "total_steps": 0, "iterative": more.iterative.to_dict()
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("variant", ["offline_long", "offline_long3x"])
