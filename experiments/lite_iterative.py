@@ -192,17 +192,14 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
             config.optim.lr = 1e-4  # gentler than offline_clicks/offline_obey (3e-4)
         if arg == "offline_long3x_multimask":
             with_candidate_masks(config)
-        if arg == "offline_long3x_grow":  # the default continued with grown first masks
+        if arg in ("offline_long3x_grow", "offline_long3x_more"):  # the default continued
             config.init_from = str(CHECKPOINT_DIR / "lite_iterative_offline_long3x.digjax")
-            config.total_steps = GROW_STEPS
+            config.total_steps = GROW_STEPS if arg == "offline_long3x_grow" else MORE_STEPS
             config.optim.lr = 1e-4
+        if arg == "offline_long3x_grow":  # ... with grown first masks
             config.iterative.grow_prob = 0.5
             config.iterative.grow_scale = (1.5, 4.0)
             config.iterative.grow_kinds = (0,)
-        if arg == "offline_long3x_more":  # the default continued, nothing else changed
-            config.init_from = str(CHECKPOINT_DIR / "lite_iterative_offline_long3x.digjax")
-            config.total_steps = MORE_STEPS
-            config.optim.lr = 1e-4
     elif config.variant == "offline":  # the shipped run's budget (checkpoints/README.md)
         with_real_fine_tune(config, str(CHECKPOINT_DIR / "lite_dataaug_offline.digjax"))
     return config
