@@ -198,6 +198,7 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
             config.init_from = str(CHECKPOINT_DIR / "lite_iterative_offline_long3x.digjax")
             config.total_steps = GROW_STEPS if arg == "offline_long3x_grow" else MORE_STEPS
             config.optim.lr = 1e-4
+            config.evals = ml_collections.ConfigDict()  # measured with `dig_jax.evaluate` instead
         if arg == "offline_long3x_grow":  # ... with grown first masks
             config.iterative.grow_prob = 0.5
             config.iterative.grow_scale = (1.5, 4.0)

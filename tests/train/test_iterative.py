@@ -207,8 +207,9 @@ def test_lite_iterative_variants_validate():
     assert grow.init_from.endswith("lite_iterative_offline_long3x.digjax")
     assert grow.iterative.grow_prob == 0.5 and tuple(grow.iterative.grow_kinds) == (0,)
     assert longer.iterative.grow_prob == 0.0
-    same = {"iterative": None, "init_from": "", "total_steps": 0, "optim": None}
+    same = {"iterative": None, "init_from": "", "total_steps": 0, "optim": None, "evals": None}
     assert grow.to_dict() | same == longer.to_dict() | same
+    assert not grow.evals and longer.evals  # candidates are measured by `dig_jax.evaluate`
     more = load_config(f"{path}:offline_long3x_more")  # ... and continued, nothing changed
     validate_config(more)
     assert more.init_from == grow.init_from and more.optim.lr == grow.optim.lr
