@@ -234,6 +234,27 @@ def test_context_long_is_the_defaults_second_fine_tune_on_the_context_network(va
         assert want == got, key
 
 
+@pytest.mark.parametrize(
+    "variant, start, start9k",
+    [
+        ("offline_real", "lite_context_baseline_offline", "lite_context_baseline_offline9k"),
+        ("offline_long3x", "lite_context_real_offline", "lite_context_real9k_offline"),
+    ],
+)
+def test_context_chain_from_the_9000_step_start_differs_only_in_its_start(variant, start, start9k):
+    path = str(ROOT / "experiments" / "lite_context_baseline.py")
+    short, long = load_config(f"{path}:{variant}"), load_config(f"{path}:{variant}9k")
+    assert short.init_from.endswith(f"/{start}.digjax")
+    assert long.init_from.endswith(f"/{start9k}.digjax")
+    assert long.to_dict() | {"init_from": ""} == short.to_dict() | {"init_from": ""}
+    start_config = load_config(f"{path}:offline")  # the start: the default's 9000 steps
+    gesture_start = load_config(str(ROOT / "experiments" / "lite_dataaug.py") + ":offline")
+    assert start_config.total_steps == gesture_start.total_steps == 9000
+    assert start_config.optim == gesture_start.optim and start_config.data.sources == (
+        gesture_start.data.sources
+    )
+
+
 def test_loop_trains_on_own_masks_starting_from_an_exported_segmenter(tiny_checkpoint, tmp_path):
     from tiny_models import TINY_MODEL
 
