@@ -114,6 +114,13 @@ kept single gestures level and converged a little faster, within noise: does mor
 same budget lever pay?). Measured, not shipped: held-out NoG@90 with clicks pooled 15.33
 (default) -> 15.20, within noise, and the single refinement gesture worse (RICE_local 0.606 ->
 0.586; docs/model_quality.md).
+
+`offline_long3x_multihead` is the 2500-step control with DIG's multiHead (`with_multihead`:
+context and gesture-kind heads on the top features, BCE / CE at weight 0.1 each, light here:
+16 channels pooled to 8x8, MLPs of 128 and 64 units): the context model from an equal start
+converges much faster in the loop told add/remove (docs/model_quality.md, "The starts at equal
+length"); does learning to tell add from remove help the gesture model's own reading of it?
+The heads are dropped at inference: `predict` reads only the mask.
 """
 
 from __future__ import annotations
@@ -125,6 +132,7 @@ from dig_jax.train.config import (
     base_config,
     with_lite_backbone,
     with_long_fine_tune,
+    with_multihead,
     with_real_fine_tune,
 )
 
@@ -153,6 +161,7 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
         "offline_long3x_multimask",
         "offline_long3x_grow",
         "offline_long3x_more",
+        "offline_long3x_multihead",
     )
     config = with_lite_backbone(base_config("offline" if long else arg))
     config.data.multi_region_prob = 0.2
@@ -194,11 +203,15 @@ def get_config(arg: str = "demo") -> ml_collections.ConfigDict:
             config.optim.lr = 1e-4  # gentler than offline_clicks/offline_obey (3e-4)
         if arg == "offline_long3x_multimask":
             with_candidate_masks(config)
-        if arg in ("offline_long3x_grow", "offline_long3x_more"):  # the default continued
+        if arg in ("offline_long3x_grow", "offline_long3x_more", "offline_long3x_multihead"):
             config.init_from = str(CHECKPOINT_DIR / "lite_iterative_offline_long3x.digjax")
-            config.total_steps = GROW_STEPS if arg == "offline_long3x_grow" else MORE_STEPS
+            config.total_steps = MORE_STEPS if arg == "offline_long3x_more" else GROW_STEPS
             config.optim.lr = 1e-4
             config.evals = ml_collections.ConfigDict()  # measured with `dig_jax.evaluate` instead
+        if arg == "offline_long3x_multihead":  # ... with DIG's context and kind heads
+            with_multihead(config)  # add/remove and the kind as auxiliary targets (weight 0.1)
+            config.model.aux_reduce, config.model.aux_pool = 16, 8  # light: 1024 inputs
+            config.model.aux_hidden = (128, 64)
         if arg == "offline_long3x_grow":  # ... with grown first masks
             config.iterative.grow_prob = 0.5
             config.iterative.grow_scale = (1.5, 4.0)

@@ -217,6 +217,19 @@ def test_lite_iterative_variants_validate():
     assert more.to_dict() | {"total_steps": 0} == grow.to_dict() | {
         "total_steps": 0, "iterative": more.iterative.to_dict()
     }  # fmt: skip
+    heads = load_config(f"{path}:offline_long3x_multihead")  # the control + context/kind heads
+    validate_config(heads)
+    assert heads.model.multihead and not more.model.multihead
+    assert heads.loss.context_weight == heads.loss.kind_weight == 0.1
+    assert more.loss.context_weight == more.loss.kind_weight == 0.0
+    assert heads.total_steps == grow.total_steps
+    assert heads.model.aux_pool * heads.model.aux_pool * heads.model.aux_reduce == 1024
+    same = {"model": None, "loss": None, "total_steps": 0}
+    assert heads.to_dict() | same == more.to_dict() | same
+    rest = ("multihead", "aux_reduce", "aux_pool", "aux_hidden")
+    assert {k: v for k, v in heads.model.items() if k not in rest} == {
+        k: v for k, v in more.model.items() if k not in rest
+    }
 
 
 @pytest.mark.parametrize("variant", ["offline_long", "offline_long3x"])
