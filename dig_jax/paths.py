@@ -50,6 +50,7 @@ SHIPPED_CHECKPOINTS = {
         "hrnet_dataaug_offline",
     ),
     "context": (
+        "lite_context_long3x9k_offline",
         "lite_context_long3x_offline",
         "lite_context_long_offline",
         "lite_context_real_offline",
